@@ -1,0 +1,68 @@
+#pragma once
+// An owned, 64-byte aligned, zero-initialised array. Everything large in the project (parameters,
+// gradients, activations, workspaces) lives in one of these and is sized once, outside the step.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <span>
+#include <utility>
+
+namespace marin {
+
+template <class T>
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t n) { resize(n); }
+  Buffer(const Buffer& o) : Buffer(o.n_) { if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T)); }
+  Buffer& operator=(const Buffer& o) {
+    if (this != &o) {
+      resize(o.n_);
+      if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T));
+    }
+    return *this;
+  }
+  Buffer(Buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~Buffer() { std::free(p_); }
+
+  // Reallocates only when the size changes; contents are zeroed.
+  void resize(size_t n) {
+    if (n != n_) {
+      std::free(p_);
+      p_ = nullptr;
+      n_ = n;
+      if (n) {
+        size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+        p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+        if (!p_) throw std::bad_alloc();
+      }
+    }
+    zero();
+  }
+  void zero() { if (n_) std::memset(static_cast<void*>(p_), 0, n_ * sizeof(T)); }
+
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+  std::span<T> span() { return {p_, n_}; }
+  std::span<const T> span() const { return {p_, n_}; }
+  T* begin() { return p_; }
+  T* end() { return p_ + n_; }
+  const T* begin() const { return p_; }
+  const T* end() const { return p_ + n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace marin
