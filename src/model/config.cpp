@@ -1,0 +1,318 @@
+#include "model/config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+
+namespace marin {
+namespace {
+
+// One table drives set(), to_json(), from_json() and field_names(), so a field is declared once.
+struct Field {
+  enum Kind { Int, Real, Sites } kind;
+  std::function<void*(ModelConfig&)> ptr;
+};
+
+const std::map<std::string, Field>& fields() {
+#define F(name, kind) {#name, {Field::kind, [](ModelConfig& c) -> void* { return &c.name; }}}
+  static const std::map<std::string, Field> f = {
+      F(hidden_dim, Int),         F(num_layers, Int),       F(num_heads, Int),
+      F(head_dim, Int),           F(kv_heads_local, Int),   F(kv_heads_global, Int),
+      F(sliding_window, Int),     F(global_every, Int),     F(rope_theta, Real),
+      F(rope_dim, Int),           F(qk_mult, Real),         F(sconv_kernel, Int),
+      F(sconv_sites, Sites),      F(num_experts, Int),      F(top_k, Int),
+      F(expert_dim, Int),         F(latent_dim, Int),       F(num_shared_experts, Int),
+      F(shared_dim, Int),         F(gated_norm_rank, Int),  F(combine_sum, Real),
+      F(qb_bins, Int),            F(capacity_factor, Real), F(vocab_size, Int),
+      F(seq_len, Int),            F(z_loss, Real),          F(init_scale, Real),
+  };
+#undef F
+  return f;
+}
+
+const Field& field(const std::string& key, const std::string& where) {
+  auto it = fields().find(key);
+  if (it == fields().end())
+    fail("{}: unknown config field '{}' (known fields: {})", where, key,
+         fmt::join(ModelConfig::field_names(), ", "));
+  return it->second;
+}
+
+int64_t parse_int(const std::string& key, const std::string& v) {
+  int64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size())
+    fail("config field '{}': expected an integer, got '{}'", key, v);
+  return x;
+}
+
+double parse_real(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  fail("config field '{}': expected a number, got '{}'", key, v);
+}
+
+std::vector<std::string> split_sites(const std::string& v) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t end = v.find(',', start);
+    if (end == std::string::npos) end = v.size();
+    if (end > start) out.push_back(v.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+ModelConfig base_preset() { return ModelConfig{}; }
+
+}  // namespace
+
+std::vector<std::string> ModelConfig::field_names() {
+  std::vector<std::string> n;
+  for (auto& [k, _] : fields()) n.push_back(k);
+  return n;
+}
+
+int64_t ModelConfig::num_global_layers() const {
+  int64_t g = 0;
+  for (int64_t i = 0; i < num_layers; ++i) g += is_global(i);
+  return g;
+}
+
+bool ModelConfig::has_sconv(const std::string& site) const {
+  for (auto& s : sconv_sites)
+    if (s == site) return true;
+  return false;
+}
+
+void ModelConfig::set(const std::string& key, const std::string& value) {
+  const Field& f = field(key, "--set");
+  void* p = f.ptr(*this);
+  switch (f.kind) {
+    case Field::Int: *static_cast<int64_t*>(p) = parse_int(key, value); break;
+    case Field::Real: *static_cast<double*>(p) = parse_real(key, value); break;
+    case Field::Sites: *static_cast<std::vector<std::string>*>(p) = split_sites(value); break;
+  }
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  nlohmann::json j;
+  ModelConfig copy = *this;
+  for (auto& [k, f] : fields()) {
+    void* p = f.ptr(copy);
+    switch (f.kind) {
+      case Field::Int: j[k] = *static_cast<int64_t*>(p); break;
+      case Field::Real: j[k] = *static_cast<double*>(p); break;
+      case Field::Sites: j[k] = *static_cast<std::vector<std::string>*>(p); break;
+    }
+  }
+  return j;
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected a JSON object of config fields", where);
+  ModelConfig c;
+  for (auto& [k, v] : j.items()) {
+    const Field& f = field(k, where);
+    void* p = f.ptr(c);
+    switch (f.kind) {
+      case Field::Int:
+        if (!v.is_number_integer())
+          fail("{}: field '{}' must be an integer, got {}", where, k, v.dump());
+        *static_cast<int64_t*>(p) = v.get<int64_t>();
+        break;
+      case Field::Real:
+        if (!v.is_number()) fail("{}: field '{}' must be a number, got {}", where, k, v.dump());
+        *static_cast<double*>(p) = v.get<double>();
+        break;
+      case Field::Sites:
+        if (!v.is_array()) fail("{}: field '{}' must be a list of strings", where, k);
+        {
+          auto& sites = *static_cast<std::vector<std::string>*>(p);
+          sites.clear();
+          for (auto& s : v) {
+            if (!s.is_string()) fail("{}: field '{}' must be a list of strings", where, k);
+            sites.push_back(s.get<std::string>());
+          }
+        }
+        break;
+    }
+  }
+  return c;
+}
+
+ModelConfig ModelConfig::from_toml_file(const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
+  }
+  // A [model] table if present, else the top level.
+  const toml::table* m = t["model"].as_table();
+  if (!m) m = &t;
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& [k, v] : *m) {
+    std::string key(k.str());
+    if (v.is_integer()) j[key] = v.as_integer()->get();
+    else if (v.is_floating_point()) j[key] = v.as_floating_point()->get();
+    else if (v.is_array()) {
+      auto arr = nlohmann::json::array();
+      for (auto& e : *v.as_array()) {
+        if (!e.is_string()) fail("{}: field '{}' must be a list of strings", path, key);
+        arr.push_back(std::string(e.as_string()->get()));
+      }
+      j[key] = arr;
+    } else if (v.is_table()) {
+      continue;  // other sections ([train], [data]) belong to other readers
+    } else {
+      fail("{}: field '{}' has an unsupported type", path, key);
+    }
+  }
+  return from_json(j, path);
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) fail("config field '{}' must be positive, got {}", name, v);
+  };
+  positive("hidden_dim", hidden_dim);
+  positive("num_layers", num_layers);
+  positive("num_heads", num_heads);
+  positive("head_dim", head_dim);
+  positive("kv_heads_local", kv_heads_local);
+  positive("kv_heads_global", kv_heads_global);
+  positive("sliding_window", sliding_window);
+  positive("global_every", global_every);
+  positive("sconv_kernel", sconv_kernel);
+  positive("num_experts", num_experts);
+  positive("top_k", top_k);
+  positive("expert_dim", expert_dim);
+  positive("latent_dim", latent_dim);
+  positive("shared_dim", shared_dim);
+  positive("gated_norm_rank", gated_norm_rank);
+  positive("qb_bins", qb_bins);
+  positive("vocab_size", vocab_size);
+  positive("seq_len", seq_len);
+  if (num_shared_experts < 0)
+    fail("config field 'num_shared_experts' must be >= 0, got {}", num_shared_experts);
+  if (num_heads % kv_heads_local != 0)
+    fail("kv_heads_local ({}) must divide num_heads ({})", kv_heads_local, num_heads);
+  if (num_heads % kv_heads_global != 0)
+    fail("kv_heads_global ({}) must divide num_heads ({})", kv_heads_global, num_heads);
+  if (kv_heads_global > kv_heads_local)
+    fail("kv_heads_global ({}) must not exceed kv_heads_local ({}): global layers use the first "
+         "kv_heads_global of the kv_heads_local stored heads",
+         kv_heads_global, kv_heads_local);
+  if (top_k + 1 > num_experts)
+    fail("top_k + 1 ({}) must not exceed num_experts ({}): selection takes the top K+1", top_k + 1,
+         num_experts);
+  if (sliding_window > seq_len)
+    fail("sliding_window ({}) must not exceed seq_len ({})", sliding_window, seq_len);
+  if (rope_dim < 0 || rope_dim % 2 != 0)
+    fail("rope_dim must be even and >= 0 (pairs are rotated), got {}", rope_dim);
+  if (rope_dim > head_dim) fail("rope_dim ({}) must not exceed head_dim ({})", rope_dim, head_dim);
+  if (!(rope_theta > 0)) fail("rope_theta must be positive, got {}", rope_theta);
+  if (!(qk_mult > 0)) fail("qk_mult must be positive, got {}", qk_mult);
+  if (!(combine_sum > 0)) fail("combine_sum must be positive, got {}", combine_sum);
+  if (!(capacity_factor > 0)) fail("capacity_factor must be positive, got {}", capacity_factor);
+  if (!(z_loss >= 0)) fail("z_loss must be >= 0, got {}", z_loss);
+  if (!(init_scale > 0)) fail("init_scale must be positive, got {}", init_scale);
+  for (auto& s : sconv_sites)
+    if (s != "k" && s != "attn" && s != "mlp")
+      fail("sconv_sites: unknown site '{}' (expected any of k, attn, mlp)", s);
+}
+
+ModelConfig ModelConfig::shape_rule(int64_t d, int64_t layers, int64_t hd) {
+  ModelConfig c;
+  c.hidden_dim = d;
+  c.num_layers = layers;
+  c.head_dim = hd;
+  c.num_heads = d / hd;
+  c.kv_heads_local = std::max<int64_t>(1, c.num_heads / 4);
+  c.kv_heads_global = std::max<int64_t>(1, c.num_heads / 8);
+  c.expert_dim = c.latent_dim = c.shared_dim = d / 2;
+  c.num_experts = 384;
+  c.top_k = 8;
+  c.num_shared_experts = 2;
+  c.rope_dim = hd / 2;
+  c.gated_norm_rank = 128;
+  c.seq_len = 4096;
+  c.sliding_window = 2048;
+  c.vocab_size = 128256;
+  return c;
+}
+
+ModelConfig ModelConfig::preset(const std::string& name) {
+  ModelConfig c = base_preset();
+  if (name == "tiny") return c;  // the defaults above are the `tiny` preset
+  if (name == "cpu-small") {
+    c.hidden_dim = 256;
+    c.num_layers = 8;
+    c.num_heads = 8;
+    c.head_dim = 32;
+    c.kv_heads_local = 2;
+    c.kv_heads_global = 1;
+    c.num_experts = 32;
+    c.top_k = 4;
+    c.expert_dim = c.latent_dim = c.shared_dim = 128;
+    c.gated_norm_rank = 32;
+    c.seq_len = 512;
+    c.sliding_window = 256;
+    c.rope_dim = 16;
+    c.vocab_size = 8192;
+    return c;
+  }
+  if (name == "d512") return shape_rule(512, 6);
+  if (name == "d768") return shape_rule(768, 8);
+  if (name == "d1024") return shape_rule(1024, 12);
+  if (name == "d1536") return shape_rule(1536, 16);
+  if (name == "d2048") return shape_rule(2048, 22);
+  if (name == "hero-535b") {
+    c = shape_rule(6144, 48);
+    // The hero keeps 12 stored KV heads (GQA 4:1 local) and 6 global (8:1): the shape rule.
+    return c;
+  }
+  fail("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
+}
+
+std::vector<std::string> ModelConfig::preset_names() {
+  return {"tiny", "cpu-small", "d512", "d768", "d1024", "d1536", "d2048", "hero-535b"};
+}
+
+PresetRun preset_run(const std::string& name) {
+  PresetRun r;
+  if (name == "hero-535b") r.batch = 11264;
+  return r;
+}
+
+ModelConfig resolve_config(const std::string& preset, const std::string& config_path,
+                           const std::vector<std::string>& overrides) {
+  ModelConfig c;
+  if (!preset.empty() && !config_path.empty())
+    fail("give either --preset or --config, not both");
+  if (!config_path.empty()) c = ModelConfig::from_toml_file(config_path);
+  else c = ModelConfig::preset(preset.empty() ? "tiny" : preset);
+  for (auto& kv : overrides) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("--set expects key=value, got '{}'", kv);
+    c.set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  c.validate();
+  return c;
+}
+
+}  // namespace marin
