@@ -1,0 +1,146 @@
+// marin tokenizer {train, encode, decode}: byte-level BPE vocabularies (see docs/tokenizer.md).
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "data/tokenizer/documents.hpp"
+#include "data/tokenizer/tokenizer.hpp"
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) marin::fail("cannot open '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return std::move(ss).str();
+}
+
+struct Options {
+  uint32_t vocab = 8192;
+  std::vector<std::string> inputs;
+  std::string out = "tokenizer.json";
+  std::string vocab_file, in_file;
+  bool json = false, allow_special = false;
+  std::vector<std::string> specials = marin::Tokenizer::default_specials();
+};
+
+int run_train(const Options& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> docs = marin::read_documents(o.inputs);
+  size_t bytes = 0;
+  for (const auto& d : docs) bytes += d.size();
+  fmt::print(stderr, "tokenizer train: {} documents, {:.2f} MB from {} file(s)\n", docs.size(),
+             bytes / 1e6, o.inputs.size());
+  marin::Tokenizer tok = marin::Tokenizer::train(docs, o.vocab, o.specials);
+  tok.save_json(o.out);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print(stderr, "tokenizer train: {} tokens ({} merges) in {:.1f} s -> {} (hash {:016x})\n",
+             tok.vocab_size(), tok.num_merges(), s, o.out, tok.hash());
+  return 0;
+}
+
+int run_encode(const Options& o) {
+  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
+  std::vector<uint32_t> ids = tok.encode(slurp(o.in_file), o.allow_special);
+  std::string out;
+  out.reserve(ids.size() * 6 + 4);
+  out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += o.json ? "," : " ";
+    out += std::to_string(ids[i]);
+  }
+  out += "]\n";
+  if (!o.json) out = out.substr(1, out.size() - 3) + "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+int run_decode(const Options& o) {
+  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
+  std::string text = slurp(o.in_file);
+  std::vector<uint32_t> ids;
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      marin::fail("'{}': expected a JSON array of token ids: {}", o.in_file, e.what());
+    }
+    if (!j.is_array()) marin::fail("'{}': expected a JSON array of token ids", o.in_file);
+    for (const auto& v : j) {
+      if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX)
+        marin::fail("'{}': expected non-negative integer token ids, found {}", o.in_file, v.dump());
+      ids.push_back(v.get<uint32_t>());
+    }
+  } else {
+    std::istringstream ss(text);
+    std::string w;
+    while (ss >> w) {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long v = std::strtoull(w.c_str(), &end, 10);
+      if (*end || errno || v > UINT32_MAX || w[0] == '-')
+        marin::fail("'{}': expected token ids (a JSON array or whitespace-separated), found '{}'",
+                    o.in_file, w);
+      ids.push_back(uint32_t(v));
+    }
+  }
+  std::string bytes = tok.decode(ids);
+  std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+MARIN_COMMAND(
+    tokenizer, "tokenizer",
+    "Byte-level BPE vocabularies: train one on text, encode text to ids, decode ids",
+    [](CLI::App& app) -> marin::cli::Runner {
+      auto o = std::make_shared<Options>();
+      app.require_subcommand(1);
+      auto* train = app.add_subcommand(
+          "train",
+          "Train a byte-level BPE (GPT-4 split regex) and write an HF tokenizer.json. "
+          "Ids 0-255 are bytes, then merges, then the special tokens.");
+      train->add_option("--vocab", o->vocab, "Vocabulary size incl. special tokens")
+          ->capture_default_str();
+      train
+          ->add_option("--in", o->inputs,
+                       "Text files (whole file = one document) or .jsonl files "
+                       "(one {\"text\": ...} per line)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      train->add_option("--out", o->out, "Output tokenizer.json")->capture_default_str();
+      train->add_option("--special", o->specials, "Special tokens (BOS, EOS, PAD first)")
+          ->capture_default_str();
+
+      auto* enc =
+          app.add_subcommand("encode", "Encode a whole file to token ids (printed on stdout)");
+      enc->add_option("--vocab", o->vocab_file, "tokenizer.json or .tiktoken file")->required();
+      enc->add_option("--in", o->in_file, "Input text file (raw bytes)")->required();
+      enc->add_flag("--json", o->json, "Print one JSON array (default: space-separated)");
+      enc->add_flag("--allow-special", o->allow_special,
+                    "Recognise special-token text such as <|end_of_text|> in the input");
+
+      auto* dec = app.add_subcommand(
+          "decode", "Decode token ids (JSON array or whitespace-separated) to bytes");
+      dec->add_option("--vocab", o->vocab_file, "tokenizer.json or .tiktoken file")->required();
+      dec->add_option("--in", o->in_file, "File with the ids")->required();
+
+      return [o, train, enc, dec]() -> int {
+        if (train->parsed()) return run_train(*o);
+        if (enc->parsed()) return run_encode(*o);
+        if (dec->parsed()) return run_decode(*o);
+        return 1;
+      };
+    });

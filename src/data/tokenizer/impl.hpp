@@ -1,0 +1,136 @@
+#pragma once
+// Internal representation shared by tokenizer.cpp (load/save/encode/decode) and train.cpp.
+#include <xxhash.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/tokenizer/split_regex.hpp"
+#include "data/tokenizer/tokenizer.hpp"
+
+namespace marin {
+
+inline uint64_t bytes_hash(std::string_view s) {
+  return XXH3_64bits(s.data(), s.size());
+}
+
+// Open-addressing map from token bytes to id; the bytes live in Impl::tokens.
+class BytesIndex {
+ public:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  void build(const std::vector<std::string>& tokens, const std::vector<uint8_t>& kind,
+             uint8_t want) {
+    tokens_ = &tokens;
+    size_t n = 0;
+    for (uint8_t k : kind) n += k == want;
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap <<= 1;
+    slots_.assign(cap, Slot{0, kEmpty});
+    mask_ = cap - 1;
+    for (uint32_t id = 0; id < tokens.size(); ++id) {
+      if (kind[id] != want) continue;
+      uint64_t h = bytes_hash(tokens[id]);
+      size_t i = h & mask_;
+      while (slots_[i].id != kEmpty) i = (i + 1) & mask_;
+      slots_[i] = Slot{h, id};
+    }
+  }
+  uint32_t find(std::string_view s, uint64_t h) const {
+    if (slots_.empty()) return kEmpty;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& sl = slots_[i];
+      if (sl.id == kEmpty) return kEmpty;
+      if (sl.h == h && (*tokens_)[sl.id] == s) return sl.id;
+    }
+  }
+  uint32_t find(std::string_view s) const { return find(s, bytes_hash(s)); }
+
+ private:
+  struct Slot {
+    uint64_t h;
+    uint32_t id;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  const std::vector<std::string>* tokens_ = nullptr;
+};
+
+// Open-addressing map (left id, right id) -> (merge rank, merged id).
+class PairIndex {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Hit {
+    uint32_t rank, id;
+  };
+  void build(const std::vector<std::pair<uint32_t, uint32_t>>& merges,
+             const std::vector<uint32_t>& results) {
+    size_t cap = 16;
+    while (cap < 2 * merges.size() + 2) cap <<= 1;
+    slots_.assign(cap, Slot{kEmptyKey, 0, 0});
+    mask_ = cap - 1;
+    for (uint32_t r = 0; r < merges.size(); ++r) {
+      uint64_t key = (uint64_t(merges[r].first) << 32) | merges[r].second;
+      size_t i = mix(key) & mask_;
+      while (slots_[i].key != kEmptyKey && slots_[i].key != key) i = (i + 1) & mask_;
+      if (slots_[i].key == key) continue;  // a duplicate merge: the first (lowest rank) wins
+      slots_[i] = Slot{key, r, results[r]};
+    }
+  }
+  Hit find(uint32_t a, uint32_t b) const {
+    uint64_t key = (uint64_t(a) << 32) | b;
+    for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) return {s.rank, s.id};
+      if (s.key == kEmptyKey) return {kNone, kNone};
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmptyKey = ~uint64_t(0);
+  static uint64_t mix(uint64_t k) { return (k * 0x9E3779B97F4A7C15ull) >> 20 ^ k; }
+  struct Slot {
+    uint64_t key;
+    uint32_t rank, id;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+enum TokenKind : uint8_t { kAbsent = 0, kNormal = 1, kSpecial = 2 };
+
+struct Tokenizer::Impl {
+  // What defines the tokenizer (and its hash).
+  std::string pattern;
+  std::vector<std::string> tokens;                    // id -> bytes (special tokens: their text)
+  std::vector<uint8_t> kind;                          // id -> TokenKind
+  std::vector<std::pair<uint32_t, uint32_t>> merges;  // in priority order (index = rank)
+  bool ignore_merges = true;  // a piece that is itself a token is emitted whole (tiktoken rule)
+
+  // Derived by finalize().
+  std::unique_ptr<SplitRegex> regex;
+  BytesIndex vocab;
+  PairIndex pairs;
+  std::vector<uint32_t> merge_result;
+  std::array<uint32_t, 256> byte_id{};
+  std::vector<uint32_t> specials;  // special ids, longest text first
+  std::array<bool, 256> special_first{};
+  std::optional<uint32_t> bos, eos, pad;
+  uint64_t hash = 0;
+  uint64_t instance = 0;  // unique per finalize(), keys the per-thread piece cache
+
+  // Builds every derived field; throws marin::Error (prefixed with `origin`) when the vocabulary
+  // cannot encode every byte or a merge produces a token that is not in it.
+  void finalize(const std::string& origin);
+  // For rank files: one merge for every split of a token into two tokens, by the token's rank.
+  void derive_merges_from_ranks();
+  void index_vocab();
+  void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
+  void bpe(std::string_view piece, std::vector<uint32_t>& out) const;
+};
+
+}  // namespace marin

@@ -1,0 +1,829 @@
+// Byte-level BPE: loading (.tiktoken, tokenizer.json), saving, encoding, decoding, hashing.
+// Training lives in train.cpp.
+#include "data/tokenizer/tokenizer.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "data/tokenizer/impl.hpp"
+
+namespace marin {
+
+const char* const Tokenizer::kCl100kPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const Tokenizer::kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const Tokenizer::kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::vector<std::string> Tokenizer::default_specials() {
+  return {"<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"};
+}
+
+namespace {
+
+std::atomic<uint64_t> g_instances{1};
+
+// ---- GPT-2 byte <-> unicode mapping (printable bytes map to themselves, others to U+0100..) ----
+struct ByteUnicode {
+  std::array<uint32_t, 256> to_cp{};
+  std::array<int, 512> to_byte{};
+  ByteUnicode() {
+    to_byte.fill(-1);
+    std::array<bool, 256> direct{};
+    for (int b = '!'; b <= '~'; ++b) direct[b] = true;
+    for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;
+    for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;
+    uint32_t n = 0;
+    for (int b = 0; b < 256; ++b) to_cp[b] = direct[b] ? uint32_t(b) : 256 + n++;
+    for (int b = 0; b < 256; ++b) to_byte[to_cp[b]] = b;
+  }
+};
+const ByteUnicode& byte_unicode() {
+  static const ByteUnicode m;
+  return m;
+}
+
+void append_utf8(std::string& s, uint32_t cp) {
+  if (cp < 0x80) {
+    s += char(cp);
+  } else if (cp < 0x800) {
+    s += char(0xC0 | (cp >> 6));
+    s += char(0x80 | (cp & 0x3F));
+  } else {
+    s += char(0xE0 | (cp >> 12));
+    s += char(0x80 | ((cp >> 6) & 0x3F));
+    s += char(0x80 | (cp & 0x3F));
+  }
+}
+
+std::string bytes_to_unicode(std::string_view bytes) {
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) append_utf8(s, byte_unicode().to_cp[c]);
+  return s;
+}
+
+// Inverse of bytes_to_unicode; false if `s` holds a character outside the mapping.
+bool unicode_to_bytes(std::string_view s, std::string& out) {
+  out.clear();
+  const auto& m = byte_unicode();
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = s[i];
+    uint32_t cp;
+    if (c < 0x80) {
+      cp = c;
+      i += 1;
+    } else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
+      cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+      i += 2;
+    } else {
+      return false;  // the mapping only uses code points below U+0800
+    }
+    if (cp >= 512 || m.to_byte[cp] < 0) return false;
+    out += char(m.to_byte[cp]);
+  }
+  return true;
+}
+
+int b64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+bool b64_decode(std::string_view in, std::string& out) {
+  out.clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t i = 0;
+  for (; i < in.size() && in[i] != '='; ++i) {
+    int v = b64_value(in[i]);
+    if (v < 0) return false;
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += char((acc >> bits) & 0xFF);
+    }
+  }
+  for (; i < in.size(); ++i)
+    if (in[i] != '=') return false;
+  return !out.empty() || in.empty();
+}
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("tokenizer file '{}' is a directory", path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot open tokenizer file '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return std::move(ss).str();
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    uint32_t cp = c & (0x7F >> len);
+    for (int k = 1; k < len; ++k) {
+      unsigned char d = s[i + k];
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+// ---- per-thread cache of piece -> ids for pieces that are not themselves tokens ----
+struct PieceCache {
+  static constexpr size_t kSlots = 1 << 16;
+  static constexpr size_t kMaxEntries = kSlots / 2;
+  static constexpr size_t kMaxPiece = 128;
+  struct Slot {
+    uint64_t h = 0;
+    uint32_t key_off = 0, ids_off = 0;
+    uint16_t key_len = 0, ids_len = 0;
+    bool used = false;
+  };
+  uint64_t owner = 0;
+  size_t count = 0;
+  std::vector<Slot> slots;
+  std::string keys;
+  std::vector<uint32_t> ids;
+
+  void reset(uint64_t inst) {
+    owner = inst;
+    count = 0;
+    slots.assign(kSlots, Slot{});
+    keys.clear();
+    ids.clear();
+  }
+  bool get(std::string_view p, uint64_t h, std::vector<uint32_t>& out) const {
+    for (size_t i = h & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+      const Slot& s = slots[i];
+      if (!s.used) return false;
+      if (s.h == h && std::string_view(keys).substr(s.key_off, s.key_len) == p) {
+        out.insert(out.end(), ids.begin() + s.ids_off, ids.begin() + s.ids_off + s.ids_len);
+        return true;
+      }
+    }
+  }
+  void put(std::string_view p, uint64_t h, const uint32_t* v, size_t n) {
+    if (count >= kMaxEntries) reset(owner);
+    size_t i = h & (kSlots - 1);
+    while (slots[i].used) i = (i + 1) & (kSlots - 1);
+    slots[i] =
+        Slot{h, uint32_t(keys.size()), uint32_t(ids.size()), uint16_t(p.size()), uint16_t(n), true};
+    keys.append(p);
+    ids.insert(ids.end(), v, v + n);
+    ++count;
+  }
+};
+
+PieceCache& piece_cache(uint64_t instance) {
+  thread_local PieceCache c;
+  if (c.owner != instance) c.reset(instance);
+  return c;
+}
+
+struct NamedSpecial {
+  const char* text;
+  uint32_t id;
+};
+
+}  // namespace
+
+// ================================ Impl ================================
+
+void Tokenizer::Impl::index_vocab() {
+  vocab.build(tokens, kind, kNormal);
+}
+
+void Tokenizer::Impl::derive_merges_from_ranks() {
+  // tiktoken merges the adjacent pair whose concatenation has the lowest rank. The equivalent
+  // merge list has, for each token in rank order, every split into two tokens.
+  merges.clear();
+  for (uint32_t id = 0; id < tokens.size(); ++id) {
+    if (kind[id] != kNormal || tokens[id].size() < 2) continue;
+    std::string_view t = tokens[id];
+    for (size_t k = 1; k < t.size(); ++k) {
+      uint32_t a = vocab.find(t.substr(0, k));
+      if (a == BytesIndex::kEmpty) continue;
+      uint32_t b = vocab.find(t.substr(k));
+      if (b == BytesIndex::kEmpty) continue;
+      merges.emplace_back(a, b);
+    }
+  }
+}
+
+void Tokenizer::Impl::finalize(const std::string& origin) {
+  index_vocab();
+  for (int b = 0; b < 256; ++b) {
+    char c = char(b);
+    uint32_t id = vocab.find(std::string_view(&c, 1));
+    if (id == BytesIndex::kEmpty)
+      fail("{}: the vocabulary has no token for byte 0x{:02X}; a byte-level BPE needs all 256",
+           origin, b);
+    byte_id[b] = id;
+  }
+  merge_result.resize(merges.size());
+  std::string cat;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    auto [a, b] = merges[r];
+    if (a >= tokens.size() || b >= tokens.size() || kind[a] != kNormal || kind[b] != kNormal)
+      fail("{}: merge #{} refers to a token id that is not in the vocabulary", origin, r);
+    cat.assign(tokens[a]);
+    cat.append(tokens[b]);
+    uint32_t id = vocab.find(cat);
+    if (id == BytesIndex::kEmpty)
+      fail("{}: merge #{} produces a token that is not in the vocabulary", origin, r);
+    merge_result[r] = id;
+  }
+  pairs.build(merges, merge_result);
+
+  specials.clear();
+  special_first.fill(false);
+  bos.reset();
+  eos.reset();
+  pad.reset();
+  static const char* const kBos[] = {"<|begin_of_text|>", "<|bos|>", "<s>", "<|startoftext|>"};
+  static const char* const kEos[] = {"<|end_of_text|>", "<|endoftext|>", "<|eos|>", "</s>"};
+  static const char* const kPad[] = {"<|pad|>", "<pad>", "<|padding|>"};
+  for (uint32_t id = 0; id < tokens.size(); ++id) {
+    if (kind[id] != kSpecial) continue;
+    if (tokens[id].empty()) fail("{}: special token {} is empty", origin, id);
+    specials.push_back(id);
+    special_first[static_cast<unsigned char>(tokens[id][0])] = true;
+    auto is = [&](const auto& names) {
+      return std::find(std::begin(names), std::end(names), tokens[id]) != std::end(names);
+    };
+    if (!bos && is(kBos)) bos = id;
+    if (!eos && is(kEos)) eos = id;
+    if (!pad && is(kPad)) pad = id;
+  }
+  std::stable_sort(specials.begin(), specials.end(),
+                   [&](uint32_t a, uint32_t b) { return tokens[a].size() > tokens[b].size(); });
+
+  regex = std::make_unique<SplitRegex>(pattern);
+
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  auto put = [&](const void* p, size_t n) { XXH64_update(st, p, n); };
+  auto put64 = [&](uint64_t v) { put(&v, sizeof v); };
+  put("marin-bpe-v1", 12);
+  put64(pattern.size());
+  put(pattern.data(), pattern.size());
+  put64(ignore_merges);
+  put64(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    put64(kind[id]);
+    put64(tokens[id].size());
+    put(tokens[id].data(), tokens[id].size());
+  }
+  put64(merges.size());
+  for (auto [a, b] : merges) put64((uint64_t(a) << 32) | b);
+  hash = XXH64_digest(st);
+  XXH64_freeState(st);
+  instance = g_instances.fetch_add(1);
+}
+
+void Tokenizer::Impl::encode_piece(std::string_view p, std::vector<uint32_t>& out) const {
+  if (p.size() == 1) {
+    out.push_back(byte_id[static_cast<unsigned char>(p[0])]);
+    return;
+  }
+  uint64_t h = bytes_hash(p);
+  if (ignore_merges) {
+    uint32_t id = vocab.find(p, h);
+    if (id != BytesIndex::kEmpty) {
+      out.push_back(id);
+      return;
+    }
+  }
+  if (p.size() > PieceCache::kMaxPiece) {
+    bpe(p, out);
+    return;
+  }
+  PieceCache& cache = piece_cache(instance);
+  if (cache.get(p, h, out)) return;
+  size_t n0 = out.size();
+  bpe(p, out);
+  cache.put(p, h, out.data() + n0, out.size() - n0);
+}
+
+void Tokenizer::Impl::bpe(std::string_view p, std::vector<uint32_t>& out) const {
+  const size_t n = p.size();
+  constexpr uint32_t kNo = PairIndex::kNone;
+  if (n <= 256) {
+    // Short pieces: arrays and a linear scan for the lowest rank (leftmost on ties).
+    uint32_t ids[256], rank[256], res[256];
+    for (size_t i = 0; i < n; ++i) ids[i] = byte_id[static_cast<unsigned char>(p[i])];
+    size_t m = n;
+    for (size_t i = 0; i + 1 < m; ++i) {
+      auto hit = pairs.find(ids[i], ids[i + 1]);
+      rank[i] = hit.rank;
+      res[i] = hit.id;
+    }
+    while (m > 1) {
+      size_t best = 0;
+      uint32_t br = rank[0];
+      for (size_t i = 1; i + 1 < m; ++i)
+        if (rank[i] < br) br = rank[i], best = i;
+      if (br == kNo) break;
+      ids[best] = res[best];
+      for (size_t i = best + 1; i + 1 < m; ++i) ids[i] = ids[i + 1];
+      for (size_t i = best + 1; i + 2 < m; ++i) rank[i] = rank[i + 1], res[i] = res[i + 1];
+      --m;
+      if (best + 1 < m) {
+        auto hit = pairs.find(ids[best], ids[best + 1]);
+        rank[best] = hit.rank;
+        res[best] = hit.id;
+      }
+      if (best > 0) {
+        auto hit = pairs.find(ids[best - 1], ids[best]);
+        rank[best - 1] = hit.rank;
+        res[best - 1] = hit.id;
+      }
+    }
+    out.insert(out.end(), ids, ids + m);
+    return;
+  }
+  // Long pieces: a doubly linked list of parts and a min-heap of (rank, position) candidates;
+  // stale candidates are recognised by their recorded ids.
+  struct Cand {
+    uint32_t rank, pos, a, b;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::vector<uint32_t> ids(n);
+  std::vector<int64_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = byte_id[static_cast<unsigned char>(p[i])];
+    prev[i] = int64_t(i) - 1;
+    next[i] = i + 1 < n ? int64_t(i + 1) : -1;
+  }
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](int64_t l) {
+    if (l < 0 || next[l] < 0) return;
+    auto hit = pairs.find(ids[l], ids[next[l]]);
+    if (hit.rank != kNo) heap.push(Cand{hit.rank, uint32_t(l), ids[l], ids[next[l]]});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(int64_t(i));
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    int64_t l = c.pos, r = next[l];
+    if (!alive[l] || r < 0 || ids[l] != c.a || ids[r] != c.b) continue;
+    ids[l] = merge_result[c.rank];
+    alive[r] = false;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[next[r]] = l;
+    push(prev[l]);
+    push(l);
+  }
+  for (int64_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
+}
+
+// ================================ Tokenizer ================================
+
+Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {
+  impl_->pattern = kCl100kPattern;
+  impl_->tokens.resize(256);
+  impl_->kind.assign(256, kNormal);
+  for (int b = 0; b < 256; ++b) impl_->tokens[b] = std::string(1, char(b));
+  impl_->finalize("<empty tokenizer>");
+}
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+uint32_t Tokenizer::vocab_size() const {
+  return uint32_t(impl_->tokens.size());
+}
+uint32_t Tokenizer::num_merges() const {
+  return uint32_t(impl_->merges.size());
+}
+std::optional<uint32_t> Tokenizer::bos() const {
+  return impl_->bos;
+}
+std::optional<uint32_t> Tokenizer::eos() const {
+  return impl_->eos;
+}
+std::optional<uint32_t> Tokenizer::pad() const {
+  return impl_->pad;
+}
+uint64_t Tokenizer::hash() const {
+  return impl_->hash;
+}
+const std::string& Tokenizer::pattern() const {
+  return impl_->pattern;
+}
+bool Tokenizer::has_token(uint32_t id) const {
+  return id < impl_->kind.size() && impl_->kind[id] != kAbsent;
+}
+bool Tokenizer::is_special(uint32_t id) const {
+  return id < impl_->kind.size() && impl_->kind[id] == kSpecial;
+}
+std::string_view Tokenizer::token_bytes(uint32_t id) const {
+  if (!has_token(id)) fail("token id {} is not in the vocabulary (size {})", id, vocab_size());
+  return impl_->tokens[id];
+}
+std::optional<uint32_t> Tokenizer::token_id(std::string_view bytes) const {
+  uint32_t id = impl_->vocab.find(bytes);
+  if (id != BytesIndex::kEmpty) return id;
+  for (uint32_t s : impl_->specials)
+    if (impl_->tokens[s] == bytes) return s;
+  return std::nullopt;
+}
+
+std::vector<std::string_view> Tokenizer::split(std::string_view text) const {
+  std::vector<std::string_view> out;
+  impl_->regex->split(text, [&](std::string_view p) { out.push_back(p); });
+  return out;
+}
+
+void Tokenizer::encode_into(std::string_view text, std::vector<uint32_t>& out,
+                            bool allow_special) const {
+  const Impl& m = *impl_;
+  auto plain = [&](std::string_view t) {
+    m.regex->split(t, [&](std::string_view p) { m.encode_piece(p, out); });
+  };
+  if (!allow_special || m.specials.empty()) {
+    plain(text);
+    return;
+  }
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!m.special_first[static_cast<unsigned char>(text[i])]) continue;
+    for (uint32_t s : m.specials) {
+      const std::string& st = m.tokens[s];
+      if (text.compare(i, st.size(), st) == 0) {
+        plain(text.substr(start, i - start));
+        out.push_back(s);
+        start = i + st.size();
+        i = start - 1;
+        break;
+      }
+    }
+  }
+  plain(text.substr(start));
+}
+
+std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  std::vector<uint32_t> out;
+  out.reserve(text.size() / 3 + 8);
+  encode_into(text, out, allow_special);
+  return out;
+}
+
+void Tokenizer::decode_into(std::span<const uint32_t> ids, std::string& out) const {
+  const Impl& m = *impl_;
+  for (uint32_t id : ids) {
+    if (id >= m.kind.size() || m.kind[id] == kAbsent)
+      fail("cannot decode token id {}: not in the vocabulary (size {})", id, vocab_size());
+    out.append(m.tokens[id]);
+  }
+}
+
+std::string Tokenizer::decode(std::span<const uint32_t> ids) const {
+  std::string out;
+  decode_into(ids, out);
+  return out;
+}
+
+// ================================ loading ================================
+
+Tokenizer Tokenizer::load(const std::string& path, const std::string& pattern) {
+  std::string text = read_file(path);
+  size_t i = text.find_first_not_of(" \t\r\n");
+  if (i != std::string::npos && text[i] == '{') {
+    if (!pattern.empty()) fail("'{}': a tokenizer.json carries its own split regex", path);
+    return from_json_text(text, path);
+  }
+  if (i == std::string::npos) fail("tokenizer file '{}' is empty", path);
+  return from_tiktoken(path, pattern);
+}
+
+Tokenizer Tokenizer::from_tiktoken(const std::string& path, const std::string& pattern) {
+  std::string text = read_file(path);
+  auto m = std::make_unique<Impl>();
+  std::string stem = std::filesystem::path(path).stem().string();
+  std::vector<NamedSpecial> named;
+  if (!pattern.empty()) {
+    m->pattern = pattern;
+  } else if (stem.rfind("o200k", 0) == 0) {
+    m->pattern = kO200kPattern;
+  } else if (stem.rfind("r50k", 0) == 0 || stem.rfind("p50k", 0) == 0 ||
+             stem.rfind("gpt2", 0) == 0) {
+    m->pattern = kGpt2Pattern;
+  } else {
+    m->pattern = kCl100kPattern;
+  }
+  // The special tokens tiktoken defines next to these rank files.
+  if (stem.rfind("cl100k_base", 0) == 0)
+    named = {{"<|endoftext|>", 100257},
+             {"<|fim_prefix|>", 100258},
+             {"<|fim_middle|>", 100259},
+             {"<|fim_suffix|>", 100260},
+             {"<|endofprompt|>", 100276}};
+  else if (stem.rfind("o200k_base", 0) == 0)
+    named = {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}};
+  else if (stem.rfind("r50k_base", 0) == 0 || stem.rfind("p50k_base", 0) == 0 ||
+           stem.rfind("gpt2", 0) == 0)
+    named = {{"<|endoftext|>", 50256}};
+
+  size_t line_no = 0, pos = 0;
+  std::string bytes;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string_view line(text.data() + pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    size_t sp = line.find(' ');
+    uint64_t rank = 0;
+    bool ok = sp != std::string_view::npos && sp > 0 && sp + 1 < line.size() &&
+              b64_decode(line.substr(0, sp), bytes) && !bytes.empty();
+    for (size_t k = sp + 1; ok && k < line.size(); ++k) {
+      ok = line[k] >= '0' && line[k] <= '9' && rank < (1u << 30);
+      rank = rank * 10 + uint64_t(line[k] - '0');
+    }
+    if (!ok)
+      fail("'{}' line {}: expected '<base64 token bytes> <rank>' (a .tiktoken rank file)", path,
+           line_no);
+    if (rank >= m->tokens.size()) {
+      m->tokens.resize(rank + 1);
+      m->kind.resize(rank + 1, kAbsent);
+    }
+    if (m->kind[rank] != kAbsent) fail("'{}' line {}: rank {} appears twice", path, line_no, rank);
+    m->tokens[rank] = bytes;
+    m->kind[rank] = kNormal;
+  }
+  if (m->tokens.empty()) fail("'{}': no tokens found (expected a .tiktoken rank file)", path);
+  for (auto [text_, id] : named) {
+    if (id < m->tokens.size() && m->kind[id] != kAbsent) continue;
+    if (id >= m->tokens.size()) {
+      m->tokens.resize(id + 1);
+      m->kind.resize(id + 1, kAbsent);
+    }
+    m->tokens[id] = text_;
+    m->kind[id] = kSpecial;
+  }
+  m->ignore_merges = true;
+  m->index_vocab();
+  for (uint32_t id = 0; id < m->tokens.size(); ++id)
+    if (m->kind[id] == kNormal && m->vocab.find(m->tokens[id]) != id)
+      fail("'{}': token bytes of rank {} appear twice", path, id);
+  m->derive_merges_from_ranks();
+  m->finalize("'" + path + "'");
+  return Tokenizer(std::move(m));
+}
+
+Tokenizer Tokenizer::from_json(const std::string& path) {
+  return from_json_text(read_file(path), path);
+}
+
+Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& origin) {
+  using nlohmann::json;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("'{}' is not valid JSON (expected a Hugging Face tokenizer.json): {}", origin, e.what());
+  }
+  auto where = [&](const char* field) { return fmt::format("'{}': {}", origin, field); };
+  try {
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+      fail("{} is missing (expected a Hugging Face tokenizer.json)", where("model"));
+    const json& model = j["model"];
+    std::string type = model.value("type", "BPE");
+    if (type != "BPE") fail("{} is '{}'; only BPE is supported", where("model.type"), type);
+    if (model.value("byte_fallback", false))
+      fail("{}: byte_fallback BPE is not supported (need a byte-level BPE)", where("model"));
+    for (const char* f : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (model.contains(f) && model[f].is_string() && !model[f].get<std::string>().empty())
+        fail("{} is set; not supported by a byte-level BPE", where(f));
+    if (j.contains("normalizer") && !j["normalizer"].is_null())
+      fail("{} is set; only tokenizers without a normalizer are supported", where("normalizer"));
+
+    auto m = std::make_unique<Impl>();
+    m->ignore_merges = model.value("ignore_merges", false);
+
+    // Pre-tokenizer: a Split regex followed by ByteLevel(use_regex=false), or ByteLevel alone.
+    std::string pattern;
+    bool byte_level = false;
+    std::function<void(const json&)> visit = [&](const json& pt) {
+      if (!pt.is_object()) fail("{} is not an object", where("pre_tokenizer"));
+      std::string t = pt.value("type", "");
+      if (t == "Sequence") {
+        for (const json& s : pt.at("pretokenizers")) visit(s);
+      } else if (t == "Split") {
+        if (!pattern.empty())
+          fail("{}: more than one Split is not supported", where("pre_tokenizer"));
+        const json& p = pt.at("pattern");
+        if (!p.contains("Regex"))
+          fail("{}: only a Split with a Regex pattern is supported", where("pre_tokenizer"));
+        if (pt.value("invert", false) || pt.value("behavior", "Isolated") != "Isolated")
+          fail("{}: only behavior Isolated, invert false is supported", where("pre_tokenizer"));
+        pattern = p["Regex"].get<std::string>();
+      } else if (t == "ByteLevel") {
+        byte_level = true;
+        if (pt.value("add_prefix_space", false))
+          fail("{}: add_prefix_space is not supported", where("pre_tokenizer"));
+        if (pt.value("use_regex", true)) {
+          if (!pattern.empty())
+            fail("{}: a Split followed by ByteLevel(use_regex=true) is not supported",
+                 where("pre_tokenizer"));
+          pattern = kGpt2Pattern;
+        }
+      } else {
+        fail("{}: pre-tokenizer type '{}' is not supported", where("pre_tokenizer"), t);
+      }
+    };
+    if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
+      fail("{} is missing (expected a byte-level pre-tokenizer)", where("pre_tokenizer"));
+    visit(j["pre_tokenizer"]);
+    if (!byte_level || pattern.empty())
+      fail("{}: expected a Split regex and a ByteLevel step", where("pre_tokenizer"));
+    m->pattern = pattern;
+
+    const json& vocab = model.at("vocab");
+    if (!vocab.is_object()) fail("{} is not an object", where("model.vocab"));
+    std::string bytes;
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= (1u << 30))
+        fail("{}: entry '{}' has no valid id", where("model.vocab"), it.key());
+      uint32_t id = it.value().get<uint32_t>();
+      if (!unicode_to_bytes(it.key(), bytes) || bytes.empty())
+        fail("{}: '{}' is not a byte-level (GPT-2 mapped) token", where("model.vocab"), it.key());
+      if (id >= m->tokens.size()) {
+        m->tokens.resize(id + 1);
+        m->kind.resize(id + 1, kAbsent);
+      }
+      if (m->kind[id] != kAbsent) fail("{}: id {} appears twice", where("model.vocab"), id);
+      m->tokens[id] = bytes;
+      m->kind[id] = kNormal;
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+      for (const json& t : j["added_tokens"]) {
+        uint32_t id = t.at("id").get<uint32_t>();
+        std::string content = t.at("content").get<std::string>();
+        if (id >= m->tokens.size()) {
+          m->tokens.resize(id + 1);
+          m->kind.resize(id + 1, kAbsent);
+        }
+        m->tokens[id] = content;
+        m->kind[id] = kSpecial;
+      }
+    }
+    m->index_vocab();
+    for (uint32_t id = 0; id < m->tokens.size(); ++id)
+      if (m->kind[id] == kNormal && m->vocab.find(m->tokens[id]) != id)
+        fail("{}: token '{}' appears twice", where("model.vocab"), bytes_to_unicode(m->tokens[id]));
+
+    const json& merges = model.at("merges");
+    if (!merges.is_array()) fail("{} is not an array", where("model.merges"));
+    m->merges.reserve(merges.size());
+    std::string a, b;
+    for (size_t r = 0; r < merges.size(); ++r) {
+      const json& e = merges[r];
+      std::string sa, sb;
+      if (e.is_string()) {
+        const std::string& s = e.get_ref<const std::string&>();
+        size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+          fail("{}: entry {} '{}' is not 'left right'", where("model.merges"), r, s);
+        sa = s.substr(0, sp);
+        sb = s.substr(sp + 1);
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        sa = e[0].get<std::string>();
+        sb = e[1].get<std::string>();
+      } else {
+        fail("{}: entry {} is neither 'left right' nor [left, right]", where("model.merges"), r);
+      }
+      if (!unicode_to_bytes(sa, a) || !unicode_to_bytes(sb, b))
+        fail("{}: entry {} is not byte-level", where("model.merges"), r);
+      uint32_t ia = m->vocab.find(a), ib = m->vocab.find(b);
+      if (ia == BytesIndex::kEmpty || ib == BytesIndex::kEmpty)
+        fail("{}: entry {} ('{} {}') names a token that is not in model.vocab",
+             where("model.merges"), r, sa, sb);
+      m->merges.emplace_back(ia, ib);
+    }
+    m->finalize("'" + origin + "'");
+    return Tokenizer(std::move(m));
+  } catch (const json::exception& e) {
+    fail("'{}': unexpected tokenizer.json structure: {}", origin, e.what());
+  }
+}
+
+// ================================ saving ================================
+
+std::string Tokenizer::to_json() const {
+  using nlohmann::json;
+  const Impl& m = *impl_;
+  auto q = [](const std::string& s) { return json(s).dump(); };
+  std::string o;
+  o.reserve(m.tokens.size() * 24 + m.merges.size() * 24 + 1024);
+  o += "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
+  o += "  \"added_tokens\": [";
+  bool first = true;
+  for (uint32_t id = 0; id < m.tokens.size(); ++id) {
+    if (m.kind[id] != kSpecial) continue;
+    o += first ? "\n" : ",\n";
+    first = false;
+    o += fmt::format(
+        "    {{\"id\": {}, \"content\": {}, \"single_word\": false, \"lstrip\": false, "
+        "\"rstrip\": false, \"normalized\": false, \"special\": true}}",
+        id, q(m.tokens[id]));
+  }
+  o += first ? "],\n" : "\n  ],\n";
+  o += "  \"normalizer\": null,\n";
+  o += "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+       "\"pattern\": {\"Regex\": " +
+       q(m.pattern) +
+       "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+       "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n";
+  o += "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+       "\"trim_offsets\": false, \"use_regex\": true},\n";
+  o += "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": "
+       "true, \"use_regex\": true},\n";
+  o += "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
+       "    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": null,\n"
+       "    \"fuse_unk\": false,\n    \"byte_fallback\": false,\n";
+  o += fmt::format("    \"ignore_merges\": {},\n", m.ignore_merges ? "true" : "false");
+  o += "    \"vocab\": {";
+  first = true;
+  for (uint32_t id = 0; id < m.tokens.size(); ++id) {
+    if (m.kind[id] != kNormal) continue;
+    o += first ? "\n      " : ",\n      ";
+    first = false;
+    o += q(bytes_to_unicode(m.tokens[id]));
+    o += ": ";
+    o += std::to_string(id);
+  }
+  o += first ? "},\n" : "\n    },\n";
+  o += "    \"merges\": [";
+  first = true;
+  for (auto [a, b] : m.merges) {
+    o += first ? "\n      " : ",\n      ";
+    first = false;
+    o += q(bytes_to_unicode(m.tokens[a]) + " " + bytes_to_unicode(m.tokens[b]));
+  }
+  o += first ? "]\n  }\n}\n" : "\n    ]\n  }\n}\n";
+  return o;
+}
+
+void Tokenizer::save_json(const std::string& path) const {
+  for (uint32_t id : impl_->specials)
+    if (!valid_utf8(impl_->tokens[id]))
+      fail("cannot save '{}': special token {} is not valid UTF-8", path, id);
+  std::string text = to_json();
+  std::string tmp = path + ".tmp";
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) fail("cannot write '{}': {}", tmp, std::strerror(errno));
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    ok = (std::fflush(f) == 0) && ok;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) {
+      std::remove(tmp.c_str());
+      fail("cannot write '{}': {}", tmp, std::strerror(errno));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  }
+}
+
+}  // namespace marin
