@@ -1,0 +1,86 @@
+// MuonH / AdamH updates and the hyperball step (see muonh.hpp).
+#include "optim/muonh.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "optim/newton_schulz.hpp"
+
+namespace marin::optim {
+
+RadiusScope parse_radius_scope(std::string_view s) {
+  if (s == "layer") return RadiusScope::kLayer;
+  if (s == "expert") return RadiusScope::kExpert;
+  fail("expert_radius must be \"layer\" or \"expert\", got \"{}\"", s);
+}
+
+std::string_view radius_scope_name(RadiusScope s) {
+  return s == RadiusScope::kLayer ? "layer" : "expert";
+}
+
+namespace {
+
+template <class T>
+double norm2(const T* x, i64 n) {
+  double ss = 0.0;
+  for (i64 i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return std::sqrt(ss);
+}
+
+}  // namespace
+
+template <class T>
+void hyperball_step(T* P, const T* O, i64 groups, i64 group_size, double lr) {
+  for (i64 g = 0; g < groups; ++g) {
+    T* p = P + g * group_size;
+    const T* o = O + g * group_size;
+    const double R = std::max(norm2(p, group_size), kHyperballNormFloor);
+    const double on = std::max(norm2(o, group_size), kHyperballNormFloor);
+    const T step = static_cast<T>(lr * R / on);
+    for (i64 i = 0; i < group_size; ++i) p[i] -= step * o[i];
+    const double pn = std::max(norm2(p, group_size), kHyperballNormFloor);
+    const T rescale = static_cast<T>(R / pn);
+    for (i64 i = 0; i < group_size; ++i) p[i] *= rescale;
+  }
+}
+
+i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols) {
+  return num_mats * rows * cols + ns_workspace_size(rows, cols);
+}
+
+template <class T>
+void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, double lr,
+                  RadiusScope scope, T* workspace, double beta) {
+  const i64 n = num_mats * rows * cols;
+  T* O = workspace;
+  T* ns_ws = workspace + n;
+  const T b = static_cast<T>(beta);
+  for (i64 i = 0; i < n; ++i) {
+    const T m = b * M[i] + G[i];
+    M[i] = m;
+    O[i] = b * m + G[i];  // Nesterov
+  }
+  newton_schulz_batched<T>(O, O, num_mats, rows, cols, ns_ws);
+  if (scope == RadiusScope::kLayer)
+    hyperball_step<T>(P, O, 1, n, lr);
+  else
+    hyperball_step<T>(P, O, num_mats, rows * cols, lr);
+}
+
+template <class T>
+void adamh_update(T* P, const T* G, T* M, T* V, i64 n, double lr, const AdamParams& hp, i64 step,
+                  T* workspace) {
+  adam_direction<T>(G, M, V, workspace, n, hp, step);
+  hyperball_step<T>(P, workspace, 1, n, lr);
+}
+
+#define MARIN_MUONH_INST(T)                                                                        \
+  template void hyperball_step<T>(T*, const T*, i64, i64, double);                                 \
+  template void muonh_update<T>(T*, const T*, T*, i64, i64, i64, double, RadiusScope, T*, double); \
+  template void adamh_update<T>(T*, const T*, T*, T*, i64, double, const AdamParams&, i64, T*);
+MARIN_MUONH_INST(float)
+MARIN_MUONH_INST(double)
+#undef MARIN_MUONH_INST
+
+}  // namespace marin::optim
