@@ -1,0 +1,57 @@
+// Newton–Schulz and optimizer-step micro-benchmarks on cpu-small shapes. GFLOP/s counts the three
+// GEMMs per iteration (ns_flops). Run single-threaded with OMP_NUM_THREADS=1.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "core/rng.hpp"
+#include "optim/muonh.hpp"
+#include "optim/newton_schulz.hpp"
+
+namespace {
+
+using namespace marin::optim;
+
+std::vector<float> randn(int64_t n, uint64_t seed) {
+  marin::Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+// args: rows, cols, number of matrices
+void BM_NewtonSchulz(benchmark::State& st) {
+  const int64_t r = st.range(0), c = st.range(1), E = st.range(2);
+  auto U = randn(E * r * c, 1);
+  std::vector<float> O(U.size()), ws(ns_workspace_size(r, c));
+  for (auto _ : st) {
+    newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data());
+    benchmark::DoNotOptimize(O.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(E) * ns_flops(r, c) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_NewtonSchulz)
+    ->Args({256, 256, 1})
+    ->Args({256, 384, 1})
+    ->Args({384, 256, 1})
+    ->Args({128, 128, 32})
+    ->Args({256, 32, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// The whole MuonH step (momentum, NS, hyperball) for the same shapes.
+void BM_MuonHUpdate(benchmark::State& st) {
+  const int64_t r = st.range(0), c = st.range(1), E = st.range(2);
+  auto P = randn(E * r * c, 2), G = randn(E * r * c, 3);
+  std::vector<float> M(P.size()), ws(muonh_workspace_size(E, r, c));
+  for (auto _ : st) {
+    muonh_update<float>(P.data(), G.data(), M.data(), E, r, c, 1e-3, RadiusScope::kLayer,
+                        ws.data());
+    benchmark::DoNotOptimize(P.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(E) * ns_flops(r, c) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MuonHUpdate)->Args({256, 256, 1})->Args({128, 128, 32})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
