@@ -1,0 +1,56 @@
+// Half-RoPE on interleaved pairs, in place. Angles come from a per-call table computed in double
+// (position p times theta^(-2i/rope_dim)), so float and double see the same rotation.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/simd.hpp"
+#include "kernels/kernels.hpp"
+
+namespace marin::kernels {
+
+template <class T>
+void rope(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
+          bool inverse) {
+  const int half = rope_dim / 2;
+  if (half <= 0) return;
+  // The table only depends on (S, rope_dim, theta): keep the last one per calling thread.
+  thread_local int last_S = -1, last_dim = -1;
+  thread_local double last_theta = 0;
+  thread_local std::vector<T> table;  // [S][half] cos, then [S][half] sin
+  if (table.size() < size_t(2) * S * half) table.resize(size_t(2) * S * half), last_S = -1;
+  T* cs = table.data();
+  T* sn = cs + size_t(S) * half;
+  if (S != last_S || rope_dim != last_dim || theta != last_theta) {
+    for (int i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(theta, -2.0 * i / rope_dim);
+      for (int p = 0; p < S; ++p) {
+        const double phi = p * inv_freq;
+        cs[size_t(p) * half + i] = T(std::cos(phi));
+        sn[size_t(p) * half + i] = T(std::sin(phi));
+      }
+    }
+    last_S = S, last_dim = rope_dim, last_theta = theta;
+  }
+  const T sign = inverse ? T(-1) : T(1);
+  const i64 rows = i64(B) * S;
+#pragma omp parallel for schedule(static) if (rows * nheads * rope_dim >= cpu::kParallelMin)
+  for (i64 bt = 0; bt < rows; ++bt) {
+    const int p = int(bt % S);
+    const T* c = cs + size_t(p) * half;
+    const T* s = sn + size_t(p) * half;
+    for (int h = 0; h < nheads; ++h) {
+      T* xh = x + bt * row_stride + i64(h) * hd;
+#pragma omp simd
+      for (int i = 0; i < half; ++i) {
+        const T x0 = xh[2 * i], x1 = xh[2 * i + 1], si = sign * s[i];
+        xh[2 * i] = x0 * c[i] - x1 * si;
+        xh[2 * i + 1] = x1 * c[i] + x0 * si;
+      }
+    }
+  }
+}
+
+template void rope<float>(float*, int, int, int, int, i64, int, double, bool);
+template void rope<double>(double*, int, int, int, int, i64, int, double, bool);
+
+}  // namespace marin::kernels

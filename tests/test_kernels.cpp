@@ -1,0 +1,352 @@
+// Small kernels: forward against direct formulas, backward against central finite differences in
+// double, float against double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+
+namespace mk = marin::kernels;
+using Vec = std::vector<double>;
+
+namespace {
+
+Vec randn(size_t n, uint64_t seed, double scale = 1.0) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  Vec v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+double rel_err(const Vec& a, const Vec& b) {
+  double num = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+  }
+  const double den = std::sqrt(std::max(na, nb));
+  return den == 0 ? std::sqrt(num) : std::sqrt(num) / den;
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Central finite differences of a scalar loss with respect to x (x is perturbed in place).
+Vec fd_grad(Vec& x, const std::function<double()>& loss, double h = 1e-6) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double lp = loss();
+    x[i] = x0 - h;
+    const double lm = loss();
+    x[i] = x0;
+    g[i] = (lp - lm) / (2 * h);
+  }
+  return g;
+}
+
+std::vector<float> to_f(const Vec& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+Vec to_d(const std::vector<float>& v) {
+  return Vec(v.begin(), v.end());
+}
+
+constexpr double kFdTol = 1e-6;
+constexpr double kF32Tol = 1e-5;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+TEST(RmsNorm, ForwardMatchesFormula) {
+  const int rows = 5, dim = 37;
+  Vec x = randn(rows * dim, 1), g = randn(dim, 2), y(rows * dim), rstd(rows);
+  mk::rmsnorm_fwd(x.data(), g.data(), y.data(), rstd.data(), rows, dim, 1e-5);
+  Vec ref(rows * dim);
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int i = 0; i < dim; ++i) ss += x[r * dim + i] * x[r * dim + i];
+    const double rs = 1 / std::sqrt(ss / dim + 1e-5);
+    EXPECT_NEAR(rstd[r], rs, 1e-12 * rs);
+    for (int i = 0; i < dim; ++i) ref[r * dim + i] = x[r * dim + i] * rs * g[i];
+  }
+  EXPECT_LT(rel_err(y, ref), 1e-14);
+}
+
+TEST(RmsNorm, BackwardFiniteDifferences) {
+  for (bool gain : {true, false}) {
+    const int rows = 6, dim = 70;  // dim > 64: exercises two column chunks of dg
+    Vec x = randn(rows * dim, 3), g = randn(dim, 4), R = randn(rows * dim, 5);
+    Vec y(rows * dim), rstd(rows);
+    const double* gp = gain ? g.data() : nullptr;
+    auto loss = [&] {
+      mk::rmsnorm_fwd(x.data(), gp, y.data(), rstd.data(), rows, dim, 1e-6);
+      return dot(y, R);
+    };
+    loss();
+    Vec dx(rows * dim, 7.0), dg(dim, 0.5);  // dx must be overwritten, dg accumulated
+    mk::rmsnorm_bwd(R.data(), x.data(), gp, rstd.data(), dx.data(), gain ? dg.data() : nullptr,
+                    rows, dim);
+    EXPECT_LT(rel_err(dx, fd_grad(x, loss)), kFdTol) << "gain=" << gain;
+    if (gain) {
+      Vec fd = fd_grad(g, loss);
+      for (auto& v : fd) v += 0.5;
+      EXPECT_LT(rel_err(dg, fd), kFdTol);
+    }
+  }
+}
+
+TEST(RmsNorm, FloatMatchesDouble) {
+  const int rows = 300, dim = 200;  // large enough to run in parallel
+  Vec x = randn(rows * dim, 6), g = randn(dim, 7), dy = randn(rows * dim, 8);
+  Vec y(rows * dim), rstd(rows), dx(rows * dim), dg(dim);
+  mk::rmsnorm_fwd(x.data(), g.data(), y.data(), rstd.data(), rows, dim, 1e-5);
+  mk::rmsnorm_bwd(dy.data(), x.data(), g.data(), rstd.data(), dx.data(), dg.data(), rows, dim);
+  auto xf = to_f(x), gf = to_f(g), dyf = to_f(dy);
+  std::vector<float> yf(rows * dim), rf(rows), dxf(rows * dim), dgf(dim);
+  mk::rmsnorm_fwd(xf.data(), gf.data(), yf.data(), rf.data(), rows, dim, 1e-5);
+  mk::rmsnorm_bwd(dyf.data(), xf.data(), gf.data(), rf.data(), dxf.data(), dgf.data(), rows, dim);
+  EXPECT_LT(rel_err(to_d(yf), y), kF32Tol);
+  EXPECT_LT(rel_err(to_d(dxf), dx), kF32Tol);
+  EXPECT_LT(rel_err(to_d(dgf), dg), kF32Tol);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST(SwiGLU, ForwardAndBackward) {
+  const int n = 101;
+  Vec a = randn(n, 10, 3.0), b = randn(n, 11), R = randn(n, 12), h(n);
+  mk::swiglu_fwd(a.data(), b.data(), h.data(), n);
+  for (int i = 0; i < n; ++i)
+    EXPECT_NEAR(h[i], a[i] / (1 + std::exp(-a[i])) * b[i], 1e-14 * (1 + std::abs(h[i])));
+  auto loss = [&] {
+    mk::swiglu_fwd(a.data(), b.data(), h.data(), n);
+    return dot(h, R);
+  };
+  Vec da(n), db(n);
+  mk::swiglu_bwd(R.data(), a.data(), b.data(), da.data(), db.data(), n);
+  EXPECT_LT(rel_err(da, fd_grad(a, loss)), kFdTol);
+  EXPECT_LT(rel_err(db, fd_grad(b, loss)), kFdTol);
+}
+
+TEST(SwiGLU, FloatMatchesDouble) {
+  const int n = 70000 + 7;  // parallel blocks plus a masked tail
+  Vec a = randn(n, 13, 4.0), b = randn(n, 14), dh = randn(n, 15);
+  a[0] = -120, a[1] = 120, a[2] = -90;  // saturating inputs must stay finite
+  Vec h(n), da(n), db(n);
+  mk::swiglu_fwd(a.data(), b.data(), h.data(), n);
+  mk::swiglu_bwd(dh.data(), a.data(), b.data(), da.data(), db.data(), n);
+  auto af = to_f(a), bf = to_f(b), dhf = to_f(dh);
+  std::vector<float> hf(n), daf(n), dbf(n);
+  mk::swiglu_fwd(af.data(), bf.data(), hf.data(), n);
+  mk::swiglu_bwd(dhf.data(), af.data(), bf.data(), daf.data(), dbf.data(), n);
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(hf[i]) && std::isfinite(daf[i])) << i;
+  EXPECT_LT(rel_err(to_d(hf), h), kF32Tol);
+  EXPECT_LT(rel_err(to_d(daf), da), kF32Tol);
+  EXPECT_LT(rel_err(to_d(dbf), db), kF32Tol);
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+// Two rows; row 0 holds three documents, row 1 one document.
+std::vector<int32_t> sconv_seg(int S) {
+  std::vector<int32_t> seg(2 * S);
+  for (int t = 0; t < S; ++t) {
+    seg[t] = t < 3 ? 7 : (t < 9 ? 8 : 9);
+    seg[S + t] = 4;
+  }
+  return seg;
+}
+}  // namespace
+
+TEST(SConv, ForwardMatchesDefinition) {
+  const int B = 2, S = 14, C = 5, k = 4;
+  auto seg = sconv_seg(S);
+  Vec x = randn(B * S * C, 20), w = randn(k * C, 21), y(B * S * C);
+  mk::sconv_fwd(x.data(), w.data(), seg.data(), y.data(), B, S, C, k);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < S; ++t)
+      for (int c = 0; c < C; ++c) {
+        double ref = 0;
+        for (int j = 0; j < k; ++j) {
+          if (t - j < 0) continue;
+          if (j >= 1 && seg[b * S + t - j] != seg[b * S + t]) continue;
+          ref += w[j * C + c] * x[(b * S + t - j) * C + c];
+        }
+        EXPECT_NEAR(y[(b * S + t) * C + c], ref, 1e-14) << b << " " << t << " " << c;
+      }
+  // Token 3 starts a document: only tap 0 contributes.
+  EXPECT_DOUBLE_EQ(y[3 * C + 1], w[1] * x[3 * C + 1]);
+}
+
+TEST(SConv, BackwardFiniteDifferences) {
+  const int B = 2, S = 14, C = 70, k = 4;  // C > 64: two channel chunks of dw
+  auto seg = sconv_seg(S);
+  Vec x = randn(B * S * C, 22), w = randn(k * C, 23), R = randn(B * S * C, 24), y(B * S * C);
+  auto loss = [&] {
+    mk::sconv_fwd(x.data(), w.data(), seg.data(), y.data(), B, S, C, k);
+    return dot(y, R);
+  };
+  Vec dx(B * S * C, 3.0), dw(k * C, -1.0);
+  mk::sconv_bwd(R.data(), x.data(), w.data(), seg.data(), dx.data(), dw.data(), B, S, C, k);
+  EXPECT_LT(rel_err(dx, fd_grad(x, loss)), kFdTol);
+  Vec fd = fd_grad(w, loss);
+  for (auto& v : fd) v -= 1.0;
+  EXPECT_LT(rel_err(dw, fd), kFdTol);
+}
+
+TEST(SConv, FloatMatchesDouble) {
+  const int B = 2, S = 300, C = 96, k = 4;
+  std::vector<int32_t> seg(B * S);
+  for (int i = 0; i < B * S; ++i) seg[i] = i / 77;
+  Vec x = randn(B * S * C, 25), w = randn(k * C, 26), dy = randn(B * S * C, 27);
+  Vec y(B * S * C), dx(B * S * C), dw(k * C);
+  mk::sconv_fwd(x.data(), w.data(), seg.data(), y.data(), B, S, C, k);
+  mk::sconv_bwd(dy.data(), x.data(), w.data(), seg.data(), dx.data(), dw.data(), B, S, C, k);
+  auto xf = to_f(x), wf = to_f(w), dyf = to_f(dy);
+  std::vector<float> yf(B * S * C), dxf(B * S * C), dwf(k * C);
+  mk::sconv_fwd(xf.data(), wf.data(), seg.data(), yf.data(), B, S, C, k);
+  mk::sconv_bwd(dyf.data(), xf.data(), wf.data(), seg.data(), dxf.data(), dwf.data(), B, S, C, k);
+  EXPECT_LT(rel_err(to_d(yf), y), kF32Tol);
+  EXPECT_LT(rel_err(to_d(dxf), dx), kF32Tol);
+  EXPECT_LT(rel_err(to_d(dwf), dw), kF32Tol);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST(Rope, ForwardMatchesFormulaAndPassesTail) {
+  const int B = 2, S = 9, H = 3, hd = 12, rope_dim = 8;
+  const long row_stride = H * hd + 5;  // padded rows: the gap must be left alone
+  const double theta = 10000;
+  Vec x = randn(B * S * row_stride, 30), y = x;
+  mk::rope(y.data(), B, S, H, hd, row_stride, rope_dim, theta, false);
+  for (int b = 0; b < B; ++b)
+    for (int p = 0; p < S; ++p) {
+      const long base = (long(b) * S + p) * row_stride;
+      for (int h = 0; h < H; ++h) {
+        const double* xi = x.data() + base + h * hd;
+        const double* yi = y.data() + base + h * hd;
+        for (int i = 0; i < rope_dim / 2; ++i) {
+          const double phi = p * std::pow(theta, -2.0 * i / rope_dim);
+          EXPECT_NEAR(yi[2 * i], xi[2 * i] * std::cos(phi) - xi[2 * i + 1] * std::sin(phi), 1e-13);
+          EXPECT_NEAR(yi[2 * i + 1], xi[2 * i + 1] * std::cos(phi) + xi[2 * i] * std::sin(phi),
+                      1e-13);
+        }
+        for (int d = rope_dim; d < hd; ++d) EXPECT_EQ(yi[d], xi[d]);
+      }
+      for (long g = H * hd; g < row_stride; ++g) EXPECT_EQ(y[base + g], x[base + g]);
+    }
+  // Position 0 is the identity; the inverse undoes the rotation.
+  for (int d = 0; d < H * hd; ++d) EXPECT_EQ(y[d], x[d]);
+  mk::rope(y.data(), B, S, H, hd, row_stride, rope_dim, theta, true);
+  EXPECT_LT(rel_err(y, x), 1e-14);
+  EXPECT_GT(rel_err(Vec(x.begin(), x.end()),
+                    [&] {
+                      Vec z = x;
+                      mk::rope(z.data(), B, S, H, hd, row_stride, rope_dim, theta, false);
+                      return z;
+                    }()),
+            1e-3);
+}
+
+TEST(Rope, InverseIsTheBackward) {
+  const int B = 1, S = 7, H = 2, hd = 8, rope_dim = 4;
+  Vec x = randn(B * S * H * hd, 31), R = randn(B * S * H * hd, 32);
+  auto loss = [&] {
+    Vec y = x;
+    mk::rope(y.data(), B, S, H, hd, H * hd, rope_dim, 500.0, false);
+    return dot(y, R);
+  };
+  Vec dx = R;
+  mk::rope(dx.data(), B, S, H, hd, H * hd, rope_dim, 500.0, true);
+  EXPECT_LT(rel_err(dx, fd_grad(x, loss)), kFdTol);
+}
+
+TEST(Rope, FloatMatchesDouble) {
+  const int B = 2, S = 512, H = 4, hd = 32, rope_dim = 16;
+  Vec x = randn(B * S * H * hd, 33);
+  auto xf = to_f(x);
+  mk::rope(x.data(), B, S, H, hd, H * hd, rope_dim, 10000.0, false);
+  mk::rope(xf.data(), B, S, H, hd, H * hd, rope_dim, 10000.0, false);
+  EXPECT_LT(rel_err(to_d(xf), x), kF32Tol);
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+void xent_ref(const Vec& logits, const std::vector<int32_t>& labels, int rows, int V, Vec& lse,
+              Vec& ce) {
+  for (int r = 0; r < rows; ++r) {
+    double m = -1e300, s = 0;
+    for (int i = 0; i < V; ++i) m = std::max(m, logits[r * V + i]);
+    for (int i = 0; i < V; ++i) s += std::exp(logits[r * V + i] - m);
+    lse[r] = m + std::log(s);
+    ce[r] = lse[r] - logits[r * V + labels[r]];
+  }
+}
+}  // namespace
+
+TEST(Xent, ForwardMatchesReference) {
+  const int rows = 4, V = 53;
+  Vec x = randn(rows * V, 40, 3.0), lse(rows), ce(rows), lr(rows), cr(rows);
+  x[5] = 80;  // large logit: needs the max shift
+  std::vector<int32_t> labels = {0, 52, 17, 5};
+  mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
+  xent_ref(x, labels, rows, V, lr, cr);
+  EXPECT_LT(rel_err(lse, lr), 1e-14);
+  EXPECT_LT(rel_err(ce, cr), 1e-13);
+}
+
+TEST(Xent, BackwardFiniteDifferencesAndInPlace) {
+  const int rows = 5, V = 40;
+  const double ce_scale = 0.7, z_scale = 0.3;
+  Vec x = randn(rows * V, 41, 2.0), lse(rows), ce(rows);
+  std::vector<int32_t> labels = {3, 0, 39, 12, 12};
+  auto loss = [&] {
+    mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
+    double L = 0;
+    for (int r = 0; r < rows; ++r) L += ce_scale * ce[r] + z_scale * lse[r] * lse[r];
+    return L;
+  };
+  loss();
+  Vec dl(rows * V);
+  mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, ce_scale, z_scale);
+  EXPECT_LT(rel_err(dl, fd_grad(x, loss)), kFdTol);
+  loss();  // fd_grad leaves lse at the last perturbed point
+  Vec inplace = x;
+  mk::xent_bwd(inplace.data(), labels.data(), lse.data(), inplace.data(), rows, V, ce_scale,
+               z_scale);
+  EXPECT_LT(rel_err(inplace, dl), 1e-15);
+}
+
+TEST(Xent, FloatMatchesDouble) {
+  const int rows = 64, V = 1000 + 3;
+  Vec x = randn(rows * V, 42, 4.0), lse(rows), ce(rows), dl(rows * V);
+  std::vector<int32_t> labels(rows);
+  for (int r = 0; r < rows; ++r) labels[r] = (r * 131) % V;
+  mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
+  mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0 / rows, 1e-4 / rows);
+  auto xf = to_f(x);
+  std::vector<float> lf(rows), cf(rows);
+  mk::xent_fwd(xf.data(), labels.data(), lf.data(), cf.data(), rows, V);
+  mk::xent_bwd(xf.data(), labels.data(), lf.data(), xf.data(), rows, V, 1.0f / rows, 1e-4f / rows);
+  EXPECT_LT(rel_err(to_d(lf), lse), kF32Tol);
+  EXPECT_LT(rel_err(to_d(cf), ce), kF32Tol);
+  EXPECT_LT(rel_err(to_d(xf), dl), kF32Tol);
+}
+
+TEST(Xent, IgnoredLabel) {
+  const int rows = 2, V = 10;
+  Vec x = randn(rows * V, 43), lse(rows), ce(rows), dl(rows * V);
+  std::vector<int32_t> labels = {-1, 4};
+  mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
+  EXPECT_EQ(ce[0], 0.0);
+  mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0, 0.0);
+  for (int i = 0; i < V; ++i) EXPECT_EQ(dl[i], 0.0);
+}
