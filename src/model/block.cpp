@@ -1,0 +1,112 @@
+#include "model/block.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace marin {
+
+template <class T>
+Block<T>::Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S)
+    : c_(c), S_(S) {
+  const i64 rows = i64(B) * S, d = c.hidden_dim, r = c.gated_norm_rank;
+  const std::string p = fmt::format("layers.{}.", layer);
+  attn_norm_ = GatedRMSNorm<T>(bind, p + "attn_norm", p + "attn_gnorm", d, r, rows);
+  mlp_norm_ = GatedRMSNorm<T>(bind, p + "mlp_norm", p + "mlp_gnorm", d, r, rows);
+  attn_ = AttentionLayer<T>(bind, c, layer, B, S);
+  moe_ = MoELayer<T>(bind, c, layer, rows);
+  for (int64_t j = 0; j < c.num_shared_experts; ++j) {
+    const std::string s = fmt::format("layers.{}.shared.{}.", layer, j);
+    auto g = bind(s + "w_gate"), u = bind(s + "w_up"), dn = bind(s + "w_down");
+    shared_.push_back({g.w, u.w, dn.w, g.g, u.g, dn.g, d, c.shared_dim});
+    sh_a_.emplace_back(rows * c.shared_dim);
+    sh_b_.emplace_back(rows * c.shared_dim);
+    sh_h_.emplace_back(rows * c.shared_dim);
+  }
+  sconv_attn_ = bind.optional(p + "sconv_attn");
+  sconv_mlp_ = bind.optional(p + "sconv_mlp");
+  for (auto* b : {&a_in_, &att_, &h_mid_, &m_in_, &m_}) b->resize(rows * d);
+}
+
+template <class T>
+i64 Block<T>::scratch(const ModelConfig& c, i64 rows) {
+  const i64 d = c.hidden_dim;
+  const i64 inner = std::max({GatedRMSNorm<T>::scratch(d, c.gated_norm_rank, rows),
+                              AttentionLayer<T>::scratch(c, rows), MoELayer<T>::scratch(c, rows),
+                              3 * rows * c.shared_dim + 64});
+  return 3 * rows * d + inner + 256;
+}
+
+// out = h + SConv(x) (or h + x without the site); conv input x is the saved activation.
+template <class T>
+static void residual_add(const T* h, const T* x, const Weight<T>& conv, const int32_t* seg,
+                         T* out, int B, int S, i64 d, int k) {
+  const i64 n = i64(B) * S * d;
+  if (conv.w) {
+    kernels::sconv_fwd(x, conv.w, seg, out, B, S, int(d), k);
+    for (i64 i = 0; i < n; ++i) out[i] += h[i];
+  } else {
+    for (i64 i = 0; i < n; ++i) out[i] = h[i] + x[i];
+  }
+}
+
+template <class T>
+void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, Transport transport) {
+  seg_ = seg;
+  const i64 rows = i64(B) * S_, d = c_.hidden_dim;
+  const int k = int(c_.sconv_kernel);
+  attn_norm_.forward(h_in, a_in_.data(), rows);
+  attn_.forward(a_in_.data(), seg, att_.data(), B);
+  residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S_, d, k);
+
+  mlp_norm_.forward(h_mid_.data(), m_in_.data(), rows);
+  moe_.forward(m_in_.data(), m_.data(), rows, transport);
+  for (size_t j = 0; j < shared_.size(); ++j)
+    shared_[j].forward(m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
+                       m_.data(), /*accumulate_y=*/true);
+  residual_add(h_mid_.data(), m_.data(), sconv_mlp_, seg, h_out, B, S_, d, k);
+}
+
+template <class T>
+void Block<T>::backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena) {
+  ArenaScope<T> scope(arena);
+  const i64 rows = i64(B) * S_, d = c_.hidden_dim, n = rows * d;
+  const int k = int(c_.sconv_kernel);
+  T* dh_mid = arena.take(n);
+  T* dbranch = arena.take(n);  // gradient entering a branch (after its SConv)
+  T* dnorm_in = arena.take(n);
+
+  // MoE branch.
+  const T* dm = dh_out;
+  if (sconv_mlp_.w) {
+    kernels::sconv_bwd(dh_out, m_.data(), sconv_mlp_.w, seg_, dbranch, sconv_mlp_.g, B, S_, int(d),
+                       k);
+    dm = dbranch;
+  }
+  for (i64 i = 0; i < n; ++i) dnorm_in[i] = 0;
+  moe_.backward(dm, dnorm_in, arena);
+  {
+    ArenaScope<T> inner(arena);
+    T* s = arena.take(3 * rows * c_.shared_dim);
+    for (size_t j = 0; j < shared_.size(); ++j)
+      shared_[j].backward(dm, m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(),
+                          sh_h_[j].data(), dnorm_in, /*accumulate_dx=*/true, s);
+  }
+  mlp_norm_.backward(dnorm_in, dh_mid, rows, arena);
+  for (i64 i = 0; i < n; ++i) dh_mid[i] += dh_out[i];
+
+  // Attention branch.
+  const T* da = dh_mid;
+  if (sconv_attn_.w) {
+    kernels::sconv_bwd(dh_mid, att_.data(), sconv_attn_.w, seg_, dbranch, sconv_attn_.g, B, S_,
+                       int(d), k);
+    da = dbranch;
+  }
+  attn_.backward(da, dnorm_in, B, arena);
+  attn_norm_.backward(dnorm_in, dh_in, rows, arena);
+  for (i64 i = 0; i < n; ++i) dh_in[i] += dh_mid[i];
+}
+
+template class Block<float>;
+template class Block<double>;
+
+}  // namespace marin

@@ -1,0 +1,141 @@
+#include "model/model.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace marin {
+
+template <class T>
+Model<T>::Model(const ModelConfig& c, int max_batch)
+    : cfg_(c),
+      table_(c),
+      max_batch_(max_batch),
+      S_(int(c.seq_len)),
+      params_(table_.total()),
+      grads_(table_.total()),
+      bind_{table_, params_.data(), grads_.data()} {
+  cfg_.validate();
+  const i64 rows = i64(max_batch) * S_, d = c.hidden_dim, r = c.gated_norm_rank;
+  embed_norm_ = GatedRMSNorm<T>(bind_, "embed.norm", "embed.gnorm", d, r, rows);
+  final_norm_ = GatedRMSNorm<T>(bind_, "final.norm", "final.gnorm", d, r, rows);
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    blocks_.push_back(std::make_unique<Block<T>>(bind_, c, i, max_batch, S_));
+  embed_.resize(rows * d);
+  hs_.resize((c.num_layers + 1) * rows * d);
+  hf_.resize(rows * d);
+  logits_.resize(rows * c.vocab_size);
+  lse_.resize(rows);
+  ce_.resize(rows);
+  tokens_.resize(rows);
+  labels_.resize(rows);
+  safe_labels_.resize(rows);
+  seg_.resize(rows);
+  arena_.reserve(3 * rows * d + std::max(Block<T>::scratch(c, rows),
+                                         GatedRMSNorm<T>::scratch(d, r, rows)));
+}
+
+template <class T>
+Model<T>::~Model() = default;
+
+template <class T>
+int64_t Model<T>::activation_bytes(const ModelConfig& c, int batch) {
+  // Mirrors the buffers the constructors above allocate (per token, then times rows).
+  const i64 rows = i64(batch) * c.seq_len, d = c.hidden_dim, r = c.gated_norm_rank;
+  const i64 qd = c.q_dim(), kd = c.kv_dim(), H = c.num_heads, l = c.latent_dim, K = c.top_k;
+  const i64 norm = 1 + 2 * d + 2 * r;
+  const i64 attn = 5 * qd + 4 * kd + H + c.kv_heads_local + 2 * H;
+  const i64 moe = c.num_experts + 4 * K + 2 + 2 * l + 1 + 2 * K * l + l + 3 * K * c.expert_dim +
+                  3 * K /*dispatch*/;
+  const i64 block = 2 * norm + attn + moe + 3 * c.num_shared_experts * c.shared_dim + 5 * d;
+  const i64 per_token = c.num_layers * (block + d) + 2 * norm + 3 * d + c.vocab_size + 2;
+  const i64 scratch = 3 * d + Block<T>::scratch(c, 1);
+  return int64_t(sizeof(T)) * rows * (per_token + scratch) + int64_t(sizeof(int32_t)) * rows * 4;
+}
+
+template <class T>
+LossStats Model<T>::forward(const Batch& b) {
+  if (b.B <= 0 || b.B > max_batch_)
+    fail("batch of {} rows does not fit the model's workspace (1..{})", b.B, max_batch_);
+  B_ = b.B;
+  const i64 rows = i64(b.B) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
+  int64_t count = 0;
+  for (i64 i = 0; i < rows; ++i) {
+    const int32_t t = b.tokens[i], lab = b.labels[i];
+    if (t < 0 || t >= V) fail("token id {} at position {} is outside the vocabulary [0, {})", t, i, V);
+    if (lab >= V) fail("label id {} at position {} is outside the vocabulary [0, {})", lab, i, V);
+    tokens_[i] = t;
+    labels_[i] = lab;
+    safe_labels_[i] = lab < 0 ? 0 : lab;
+    seg_[i] = b.seg ? b.seg[i] : 0;
+    count += lab >= 0;
+  }
+  if (count == 0) fail("batch has no scored tokens (every label < 0)");
+  inv_count_ = 1.0 / double(count);
+
+  // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
+  const T* E = param("embed.weight");
+#pragma omp parallel for schedule(static)
+  for (i64 i = 0; i < rows; ++i) std::copy(E + tokens_[i] * d, E + (tokens_[i] + 1) * d, embed_.data() + i * d);
+  embed_norm_.forward(embed_.data(), hs_.data(), rows);
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d,
+                        B_, transport);
+  final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
+  linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
+  kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);
+
+  double ce = 0, z = 0;
+  for (i64 i = 0; i < rows; ++i) {
+    if (labels_[i] < 0) {
+      ce_[i] = 0;
+      continue;
+    }
+    ce += double(ce_[i]);
+    z += double(lse_[i]) * double(lse_[i]);
+  }
+  LossStats s;
+  s.tokens = count;
+  s.ce = ce * inv_count_;
+  s.z = z * inv_count_;
+  s.loss = s.ce + cfg_.z_loss * s.z;
+  return s;
+}
+
+template <class T>
+void Model<T>::backward() {
+  const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
+  grads_.zero();
+  ArenaScope<T> scope(arena_);
+  // dlogits in place of the logits (they are not needed afterwards).
+  T* dlogits = logits_.data();
+  kernels::xent_bwd(logits_.data(), safe_labels_.data(), lse_.data(), dlogits, rows, V,
+                    T(inv_count_), T(cfg_.z_loss * inv_count_));
+  for (i64 i = 0; i < rows; ++i)
+    if (labels_[i] < 0) std::fill(dlogits + i * V, dlogits + (i + 1) * V, T(0));
+  T* dh = arena_.take(rows * d);
+  T* dh2 = arena_.take(rows * d);
+  linear_bwd(dlogits, hf_.data(), param("lm_head"), dh2, grad("lm_head"), rows, d, V);
+  final_norm_.backward(dh2, dh, rows, arena_);
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    blocks_[l]->backward(dh, dh2, B_, arena_);
+    std::swap(dh, dh2);
+  }
+  embed_norm_.backward(dh, dh2, rows, arena_);
+  T* dE = grad("embed.weight");
+  for (i64 i = 0; i < rows; ++i) {
+    const T* g = dh2 + i * d;
+    T* dst = dE + tokens_[i] * d;
+    for (i64 j = 0; j < d; ++j) dst[j] += g[j];
+  }
+  // The router bias is QB state: it never receives a gradient.
+  for (int64_t l = 0; l < cfg_.num_layers; ++l) {
+    const ParamInfo& p = table_.at(fmt::format("layers.{}.moe.router_bias", l));
+    std::fill(grads_.data() + p.offset, grads_.data() + p.offset + p.size, T(0));
+  }
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace marin

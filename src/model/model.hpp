@@ -1,0 +1,82 @@
+#pragma once
+// The whole model (recipe §2): embedding + RMSNorm + GatedNorm, L blocks, final RMSNorm +
+// GatedNorm, untied LM head, CE + z-loss. Explicit forward/backward in the llm.c style: forward
+// saves what backward needs in buffers sized once for (max_batch, seq_len); nothing is
+// allocated inside a step. Instantiated for float (training) and double (gradient checks).
+#include <memory>
+#include <vector>
+
+#include "core/arena.hpp"
+#include "core/buffer.hpp"
+#include "model/block.hpp"
+#include "model/gated_norm.hpp"
+#include "model/params.hpp"
+
+namespace marin {
+
+// One batch of B rows of seq_len tokens. labels < 0 are not scored. seg: segment (document) ids
+// per token, or null when every row is one document.
+struct Batch {
+  int B = 0;
+  const int32_t* tokens = nullptr;
+  const int32_t* labels = nullptr;
+  const int32_t* seg = nullptr;
+};
+
+struct LossStats {
+  double loss = 0;  // mean CE + z_loss · mean lse²
+  double ce = 0;    // mean CE (nats/token)
+  double z = 0;     // mean lse²
+  int64_t tokens = 0;
+};
+
+template <class T>
+class Model {
+ public:
+  Model(const ModelConfig& c, int max_batch);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamTable& table() const { return table_; }
+  Buffer<T>& params() { return params_; }
+  const Buffer<T>& params() const { return params_; }
+  Buffer<T>& grads() { return grads_; }
+  T* param(const std::string& name) { return params_.data() + table_.at(name).offset; }
+  T* grad(const std::string& name) { return grads_.data() + table_.at(name).offset; }
+  void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
+
+  Transport transport = Transport::Dropless;
+
+  // Validates token ids against the vocabulary (a clear error, not a crash), then runs forward.
+  LossStats forward(const Batch& batch);
+  // Gradients of the last forward's loss, written (not accumulated) into grads().
+  void backward();
+
+  // Per-token CE of the last forward ([B·S], label < 0 → 0) and the logits of the last forward.
+  const T* token_ce() const { return ce_.data(); }
+  const T* logits() const { return logits_.data(); }
+  int last_batch() const { return B_; }
+  int max_batch() const { return max_batch_; }
+  Block<T>& block(int64_t i) { return *blocks_[i]; }
+  const Block<T>& block(int64_t i) const { return *blocks_[i]; }
+
+  // Bytes of saved activations and workspace for this model's max_batch (what `plan` reports).
+  static int64_t activation_bytes(const ModelConfig& c, int batch);
+
+ private:
+  ModelConfig cfg_;
+  ParamTable table_;
+  int max_batch_, S_, B_ = 0;
+  Buffer<T> params_, grads_;
+  Binder<T> bind_;
+  GatedRMSNorm<T> embed_norm_, final_norm_;
+  std::vector<std::unique_ptr<Block<T>>> blocks_;
+  Buffer<T> embed_, hs_, hf_, logits_, lse_, ce_;
+  Buffer<int32_t> tokens_, labels_, seg_, safe_labels_;
+  Arena<T> arena_;
+  double inv_count_ = 0;
+};
+
+}  // namespace marin

@@ -1,0 +1,57 @@
+#include "model/moe/dispatcher.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace marin {
+
+Transport parse_transport(const std::string& name) {
+  if (name == "dropless") return Transport::Dropless;
+  if (name == "capacity") return Transport::Capacity;
+  fail("unknown transport '{}' (expected dropless or capacity)", name);
+}
+
+const char* transport_name(Transport t) {
+  return t == Transport::Dropless ? "dropless" : "capacity";
+}
+
+void DispatchPlan::reserve(int64_t max_rows, int64_t e, int64_t k) {
+  E = e;
+  K = k;
+  offsets.resize(E + 1);
+  requested.resize(E);
+  cursor.resize(E);
+  row_token.resize(max_rows * K);
+  row_slot.resize(max_rows * K);
+  slot_row.resize(max_rows * K);
+}
+
+void DispatchPlan::build(const int32_t* expert, int64_t n, Transport t, double capacity_factor) {
+  rows = n;
+  const int64_t A = n * K;
+  const int64_t cap = t == Transport::Capacity
+                          ? static_cast<int64_t>(std::ceil(capacity_factor * double(A) / double(E)))
+                          : A;
+  for (int64_t e = 0; e < E; ++e) requested[e] = 0;
+  for (int64_t a = 0; a < A; ++a) requested[expert[a]]++;
+  offsets[0] = 0;
+  for (int64_t e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + std::min(requested[e], cap);
+  kept = offsets[E];
+  dropped = A - kept;
+  // Fill each expert's rows in arrival order (token-major, then slot): a counting sort.
+  for (int64_t e = 0; e < E; ++e) cursor[e] = 0;
+  for (int64_t a = 0; a < A; ++a) {
+    const int32_t e = expert[a];
+    if (cursor[e] < cap) {
+      const int64_t r = offsets[e] + cursor[e]++;
+      row_token[r] = int32_t(a / K);
+      row_slot[r] = int32_t(a % K);
+      slot_row[a] = r;
+    } else {
+      slot_row[a] = -1;
+    }
+  }
+}
+
+}  // namespace marin

@@ -1,0 +1,38 @@
+#pragma once
+// The latent MoE layer (recipe §2 MoE): router → latent down-projection + RMSNorm → dispatch →
+// grouped SwiGLU experts in latent space → weighted combine → latent up-projection.
+// The shared experts are separate (model/block) since they run on the full-width input.
+#include "core/arena.hpp"
+#include "model/moe/dispatcher.hpp"
+#include "model/moe/experts.hpp"
+#include "model/moe/router.hpp"
+
+namespace marin {
+
+template <class T>
+class MoELayer {
+ public:
+  MoELayer() = default;
+  MoELayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, i64 max_rows);
+  // x: [rows, d] kept alive by the caller; out: [rows, d] (overwritten).
+  void forward(const T* x, T* out, i64 rows, Transport transport);
+  // Accumulates into dx.
+  void backward(const T* dout, T* dx, Arena<T>& arena);
+  static i64 scratch(const ModelConfig& c, i64 rows);
+
+  Router<T>& router() { return router_; }
+  const Router<T>& router() const { return router_; }
+  const DispatchPlan& plan() const { return plan_; }
+
+ private:
+  ModelConfig c_;
+  Weight<T> down_, norm_, up_;
+  Router<T> router_;
+  DispatchPlan plan_;
+  GroupedExperts<T> experts_;
+  const T* x_ = nullptr;
+  i64 rows_ = 0;
+  Buffer<T> z0_, rstd_, z_, xg_, yg_, r_;
+};
+
+}  // namespace marin
