@@ -1,0 +1,106 @@
+// The small kernels on model-sized shapes (8 x 512 tokens, d = 512). They are memory bound, so
+// the counter that matters is GB/s (bytes read + written once); GFLOP/s is given where the FLOP
+// count is meaningful. Run with OMP_NUM_THREADS=1 for per-core numbers.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+
+namespace mk = marin::kernels;
+
+namespace {
+
+std::vector<float> randv(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(g);
+  return v;
+}
+
+void counters(benchmark::State& st, double bytes, double flops) {
+  using C = benchmark::Counter;
+  st.counters["GB/s"] = C(bytes * 1e-9, C::kIsIterationInvariantRate, C::kIs1000);
+  if (flops > 0) st.counters["GFLOP/s"] = C(flops * 1e-9, C::kIsIterationInvariantRate, C::kIs1000);
+}
+
+constexpr int kRows = 8 * 512, kDim = 512;
+
+void BM_RmsNormFwd(benchmark::State& st) {
+  auto x = randv(size_t(kRows) * kDim, 1), g = randv(kDim, 2), y = x, r = randv(kRows, 3);
+  for (auto _ : st) mk::rmsnorm_fwd(x.data(), g.data(), y.data(), r.data(), kRows, kDim, 1e-5);
+  counters(st, 4.0 * 2 * kRows * kDim, 4.0 * kRows * kDim);
+}
+void BM_RmsNormBwd(benchmark::State& st) {
+  auto x = randv(size_t(kRows) * kDim, 1), g = randv(kDim, 2), y = x, r = randv(kRows, 3);
+  auto dy = randv(size_t(kRows) * kDim, 4), dx = x, dg = g;
+  mk::rmsnorm_fwd(x.data(), g.data(), y.data(), r.data(), kRows, kDim, 1e-5);
+  for (auto _ : st)
+    mk::rmsnorm_bwd(dy.data(), x.data(), g.data(), r.data(), dx.data(), dg.data(), kRows, kDim);
+  counters(st, 4.0 * 5 * kRows * kDim, 10.0 * kRows * kDim);
+}
+
+void BM_SwigluFwd(benchmark::State& st) {
+  const size_t n = size_t(kRows) * 1024;
+  auto a = randv(n, 1, 2.0f), b = randv(n, 2), h = a;
+  for (auto _ : st) mk::swiglu_fwd(a.data(), b.data(), h.data(), n);
+  counters(st, 4.0 * 3 * n, 0);
+}
+void BM_SwigluBwd(benchmark::State& st) {
+  const size_t n = size_t(kRows) * 1024;
+  auto a = randv(n, 1, 2.0f), b = randv(n, 2), dh = randv(n, 3), da = a, db = b;
+  for (auto _ : st) mk::swiglu_bwd(dh.data(), a.data(), b.data(), da.data(), db.data(), n);
+  counters(st, 4.0 * 5 * n, 0);
+}
+
+void BM_SconvFwd(benchmark::State& st) {
+  const int B = 8, S = 512, C = kDim, k = 4;
+  auto x = randv(size_t(B) * S * C, 1), w = randv(k * C, 2), y = x;
+  std::vector<int32_t> seg(B * S);
+  for (int i = 0; i < B * S; ++i) seg[i] = i / 200;
+  for (auto _ : st) mk::sconv_fwd(x.data(), w.data(), seg.data(), y.data(), B, S, C, k);
+  counters(st, 4.0 * 2 * B * S * C, 2.0 * k * B * S * C);
+}
+void BM_SconvBwd(benchmark::State& st) {
+  const int B = 8, S = 512, C = kDim, k = 4;
+  auto x = randv(size_t(B) * S * C, 1), w = randv(k * C, 2), dy = randv(size_t(B) * S * C, 3);
+  auto dx = x, dw = w;
+  std::vector<int32_t> seg(B * S);
+  for (int i = 0; i < B * S; ++i) seg[i] = i / 200;
+  for (auto _ : st)
+    mk::sconv_bwd(dy.data(), x.data(), w.data(), seg.data(), dx.data(), dw.data(), B, S, C, k);
+  counters(st, 4.0 * 3 * B * S * C, 4.0 * k * B * S * C);
+}
+
+void BM_Rope(benchmark::State& st) {
+  const int B = 8, S = 512, H = 8, hd = 32;
+  auto x = randv(size_t(B) * S * H * hd, 1);
+  for (auto _ : st) mk::rope(x.data(), B, S, H, hd, H * hd, hd / 2, 10000.0, false);
+  counters(st, 4.0 * 2 * B * S * H * hd / 2, 6.0 * B * S * H * hd / 4);
+}
+
+void BM_XentFwdBwd(benchmark::State& st) {
+  const int rows = 1024, V = int(st.range(0));
+  auto x = randv(size_t(rows) * V, 1, 3.0f), lse = randv(rows, 2), ce = lse, dl = x;
+  std::vector<int32_t> labels(rows);
+  for (int r = 0; r < rows; ++r) labels[r] = (r * 7919) % V;
+  for (auto _ : st) {
+    mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
+    mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0f / rows,
+                 1e-4f / rows);
+  }
+  counters(st, 4.0 * 3 * double(rows) * V, 0);
+}
+
+}  // namespace
+
+BENCHMARK(BM_RmsNormFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_RmsNormBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SwigluFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SwigluBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SconvFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SconvBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_Rope)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_XentFwdBwd)->Arg(32768)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
