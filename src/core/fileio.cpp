@@ -1,0 +1,107 @@
+// Whole-file I/O (see fileio.hpp). POSIX calls so that every step (write, fsync, rename, directory
+// fsync) is checked and reported.
+#include "core/fileio.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace marin {
+
+namespace {
+
+std::string errstr(int e) {
+  return std::strerror(e);
+}
+
+// Closes the descriptor and removes the temporary file unless released.
+struct TmpFile {
+  std::string path;
+  int fd = -1;
+  bool keep = false;
+  ~TmpFile() {
+    if (fd >= 0) ::close(fd);
+    if (!keep) ::unlink(path.c_str());
+  }
+};
+
+void write_all(int fd, std::string_view bytes, const std::string& path) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write {}: {}", path, errstr(errno));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, std::span<const std::string_view> parts) {
+  TmpFile tmp;
+  tmp.path = path + ".tmp." + std::to_string(::getpid());
+  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp.fd < 0) {
+    tmp.keep = true;  // nothing was created
+    fail("cannot write {}: cannot create {}: {}", path, tmp.path, errstr(errno));
+  }
+  for (std::string_view part : parts) write_all(tmp.fd, part, path);
+  if (::fsync(tmp.fd) != 0) fail("cannot write {}: fsync failed: {}", path, errstr(errno));
+  const int fd = tmp.fd;
+  tmp.fd = -1;
+  if (::close(fd) != 0) fail("cannot write {}: close failed: {}", path, errstr(errno));
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
+    fail("cannot write {}: rename from {} failed: {}", path, tmp.path, errstr(errno));
+  tmp.keep = true;  // it is `path` now
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(1, '.') : parent.string();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) fail("cannot write {}: cannot open directory {}: {}", path, dir, errstr(errno));
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0) fail("cannot write {}: fsync of directory {} failed: {}", path, dir, errstr(err));
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, std::span<const std::string_view>(&bytes, 1));
+}
+
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot read {}: {}", path, errstr(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail("cannot read {}: {}", path, errstr(errno));
+  if (S_ISDIR(st.st_mode)) fail("cannot read {}: it is a directory", path);
+  // Read the size fstat reports, then keep going in case the file grew meanwhile.
+  std::string out(st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0, '\0');
+  size_t got = 0;
+  for (;;) {
+    if (got == out.size()) out.resize(out.size() + (1 << 16));
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot read {}: {}", path, errstr(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace marin

@@ -1,0 +1,19 @@
+#pragma once
+// Whole-file I/O with errors that name the file. Writes are atomic: a reader (or a crash) sees
+// either the old file or the complete new one, never a partial file.
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace marin {
+
+// Writes the concatenation of `parts` to `path.tmp.<pid>`, fsyncs it, renames it over `path` and
+// fsyncs the directory. On any failure the temporary file is removed, `path` is left as it was,
+// and marin::Error names the file and the system error.
+void write_file_atomic(const std::string& path, std::span<const std::string_view> parts);
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// The whole file; marin::Error naming the file if it cannot be opened or read.
+std::string read_file(const std::string& path);
+
+}  // namespace marin
