@@ -341,6 +341,13 @@ TEST(Hyperball, FloorsZeroNorms) {
   std::vector<float> P(10, 0.0f), O(10, 0.0f);
   hyperball_step<float>(P.data(), O.data(), 1, 10, 0.1);
   for (float x : P) EXPECT_TRUE(std::isfinite(x));
+  // a zero gradient (and zero momentum) leaves P exactly where it was
+  const i64 r = 6, c = 9;
+  auto Pm = cast<float>(randn(r * c, 77));
+  const auto P0 = Pm;
+  std::vector<float> G(r * c, 0.0f), M(r * c, 0.0f), ws(muonh_workspace_size(1, r, c));
+  muonh_update<float>(Pm.data(), G.data(), M.data(), 1, r, c, 0.1, RadiusScope::kLayer, ws.data());
+  EXPECT_EQ(Pm, P0);
   EXPECT_EQ(parse_radius_scope("expert"), RadiusScope::kExpert);
   EXPECT_EQ(parse_radius_scope("layer"), RadiusScope::kLayer);
   EXPECT_THROW(parse_radius_scope("matrix"), marin::Error);
