@@ -434,7 +434,7 @@ std::string own_golden_file() {
   std::string s;
   auto add = [&](const std::string& t) { s += nlohmann::json{{"text", t}}.dump() + "\n"; };
   for (const auto& t : tricky_texts()) add(t);
-  for (const auto& t : system_texts(300'000))
+  for (const auto& t : system_texts(1'500'000))
     if (valid_utf8(t)) add(t);
   write_file(p, s);
   return p.string();

@@ -172,8 +172,19 @@ struct PieceCache {
     uint16_t key_len = 0, ids_len = 0;
     bool used = false;
   };
+  // A small direct-mapped table in front of everything (fits in L2): short pieces with at most
+  // four ids, which is nearly all of real text; a hit costs no vocabulary probe.
+  static constexpr size_t kHot = 4096;
+  static constexpr size_t kHotKey = 22;
+  struct Hot {
+    uint64_t h = 0;
+    uint8_t len = 0, n = 0;
+    char key[kHotKey];
+    uint32_t ids[4];
+  };
   uint64_t owner = 0;
   size_t count = 0;
+  std::vector<Hot> hot;
   std::vector<Slot> slots;
   std::string keys;
   std::vector<uint32_t> ids;
@@ -182,6 +193,7 @@ struct PieceCache {
     owner = inst;
     count = 0;
     slots.assign(kSlots, Slot{});
+    hot.assign(kHot, Hot{});
     keys.clear();
     ids.clear();
   }
@@ -319,23 +331,40 @@ void Tokenizer::Impl::encode_piece(std::string_view p, std::vector<uint32_t>& ou
     out.push_back(byte_id[static_cast<unsigned char>(p[0])]);
     return;
   }
-  uint64_t h = bytes_hash(p);
-  if (ignore_merges) {
-    uint32_t id = vocab.find(p, h);
-    if (id != BytesIndex::kEmpty) {
-      out.push_back(id);
-      return;
-    }
-  }
+  const uint64_t h = bytes_hash(p);
   if (p.size() > PieceCache::kMaxPiece) {
-    bpe(p, out);
+    uint32_t id = ignore_merges ? vocab.find(p, h) : BytesIndex::kEmpty;
+    if (id != BytesIndex::kEmpty)
+      out.push_back(id);
+    else
+      bpe(p, out);
     return;
   }
   PieceCache& cache = piece_cache(instance);
-  if (cache.get(p, h, out)) return;
-  size_t n0 = out.size();
-  bpe(p, out);
-  cache.put(p, h, out.data() + n0, out.size() - n0);
+  PieceCache::Hot* hot = nullptr;
+  if (p.size() <= PieceCache::kHotKey) {
+    hot = &cache.hot[h & (PieceCache::kHot - 1)];
+    if (hot->h == h && hot->len == p.size() && std::memcmp(hot->key, p.data(), p.size()) == 0) {
+      out.insert(out.end(), hot->ids, hot->ids + hot->n);
+      return;
+    }
+  }
+  const size_t n0 = out.size();
+  uint32_t id = ignore_merges ? vocab.find(p, h) : BytesIndex::kEmpty;
+  if (id != BytesIndex::kEmpty) {
+    out.push_back(id);
+  } else if (!cache.get(p, h, out)) {
+    bpe(p, out);
+    cache.put(p, h, out.data() + n0, out.size() - n0);
+  }
+  const size_t n = out.size() - n0;
+  if (hot && n <= 4) {
+    hot->h = h;
+    hot->len = uint8_t(p.size());
+    hot->n = uint8_t(n);
+    std::memcpy(hot->key, p.data(), p.size());
+    std::copy(out.begin() + n0, out.end(), hot->ids);
+  }
 }
 
 void Tokenizer::Impl::bpe(std::string_view p, std::vector<uint32_t>& out) const {
