@@ -1,0 +1,42 @@
+#include "data/token_rows.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+
+namespace marin {
+
+TokenRows TokenRows::load(const std::string& path, int64_t seq_len, int64_t vocab_size) {
+  const std::string bytes = read_file(path);
+  const int64_t row_bytes = 4 * (seq_len + 1);
+  if (bytes.empty()) fail("{}: empty token file (expected rows of {} uint32 ids)", path, seq_len + 1);
+  if (int64_t(bytes.size()) % row_bytes != 0)
+    fail("{}: size {} bytes is not a multiple of (seq_len + 1) × 4 = {} (seq_len {}): not rows of "
+         "this model's length, or truncated",
+         path, bytes.size(), row_bytes, seq_len);
+  TokenRows r;
+  r.path = path;
+  r.seq_len = seq_len;
+  r.rows = int64_t(bytes.size()) / row_bytes;
+  r.ids.resize(bytes.size() / 4);
+  std::memcpy(r.ids.data(), bytes.data(), bytes.size());  // little-endian host
+  for (size_t i = 0; i < r.ids.size(); ++i)
+    if (r.ids[i] >= uint64_t(vocab_size))
+      fail("{}: token id {} at row {}, position {} is not below the vocabulary size {}", path,
+           r.ids[i], i / (seq_len + 1), i % (seq_len + 1), vocab_size);
+  return r;
+}
+
+void TokenRows::fill(int64_t first, int n, int32_t* tokens, int32_t* labels) const {
+  const int64_t S = seq_len;
+  for (int b = 0; b < n; ++b) {
+    const uint32_t* row = ids.data() + ((first + b) % rows) * (S + 1);
+    for (int64_t t = 0; t < S; ++t) {
+      tokens[b * S + t] = int32_t(row[t]);
+      labels[b * S + t] = int32_t(row[t + 1]);
+    }
+  }
+}
+
+}  // namespace marin

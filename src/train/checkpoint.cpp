@@ -1,0 +1,53 @@
+#include "train/checkpoint.hpp"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "train/safetensors.hpp"
+
+namespace marin {
+namespace fs = std::filesystem;
+
+void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& table,
+                const float* params) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create checkpoint directory: {}", dir, ec.message());
+  std::vector<TensorView> views;
+  for (auto& p : table.params()) views.push_back({p.name, p.shape, params + p.offset});
+  write_safetensors(dir + "/model.safetensors", views, {{"format", "marin.cpp"}});
+  write_file_atomic(dir + "/config.json", c.to_json().dump(2) + "\n");
+}
+
+ModelConfig load_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  if (!fs::exists(path)) fail("{}: missing (is '{}' a checkpoint directory?)", path, dir);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+  ModelConfig c = ModelConfig::from_json(j, path);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  return c;
+}
+
+void load_params(const std::string& dir, const ParamTable& table, float* params) {
+  const SafetensorsFile f = read_safetensors(dir + "/model.safetensors");
+  for (auto& p : table.params()) {
+    const Tensor& t = f.at(p.name, p.shape);
+    std::copy(t.data.begin(), t.data.end(), params + p.offset);
+  }
+  for (auto& name : f.names)
+    if (!table.find(name))
+      fail("{}/model.safetensors: unexpected tensor '{}' (not part of this config)", dir, name);
+}
+
+}  // namespace marin

@@ -1,0 +1,20 @@
+#pragma once
+// Model checkpoints in the public format of formats.md: config.json + model.safetensors (float32,
+// every parameter and the router bias under its formats.md name) [+ tokenizer.json]. Each file
+// is written atomically; a load checks every tensor's presence and shape and names what is wrong.
+#include <string>
+
+#include "model/config.hpp"
+#include "model/model.hpp"
+
+namespace marin {
+
+// Writes DIR/config.json and DIR/model.safetensors (creating DIR).
+void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& table,
+                const float* params);
+// Reads DIR/config.json (validated).
+ModelConfig load_config(const std::string& dir);
+// Reads DIR/model.safetensors into `params` laid out by `table` (which must match the config).
+void load_params(const std::string& dir, const ParamTable& table, float* params);
+
+}  // namespace marin

@@ -1,0 +1,41 @@
+#pragma once
+// Runs the real `marin` binary (as a user would) and captures its exit code and output.
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace marin::testing {
+
+struct RunResult {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+inline RunResult run(const std::string& args) {
+  RunResult r;
+  const std::string cmd = std::string(MARIN_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// A fresh directory under the system temp dir, removed at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() /
+           ("marin-test-" + tag + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string str(const std::string& child = "") const { return (path / child).string(); }
+};
+
+}  // namespace marin::testing

@@ -1,0 +1,204 @@
+// The CLI as users drive it: plan's exact numbers, init + score round trip, the numpy reader, and
+// one clear error (non-zero exit, naming the problem) for each kind of bad input.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "model/params.hpp"
+#include "train/checkpoint.hpp"
+#include "train/safetensors.hpp"
+
+using namespace marin;
+using marin::testing::run;
+using marin::testing::TempDir;
+
+namespace {
+
+void write_tokens(const std::string& path, const std::vector<uint32_t>& ids) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+}
+
+std::vector<uint32_t> random_rows(int rows, int S, uint32_t V) {
+  std::vector<uint32_t> ids(size_t(rows) * (S + 1));
+  uint64_t x = 12345;
+  for (auto& v : ids) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v = uint32_t((x >> 33) % V);
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST(Cli, PlanHeroJsonIsExact) {
+  auto r = run("plan --preset hero-535b --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["active_params"].get<int64_t>(), 22'762'487'808);
+  EXPECT_EQ(j["headline_total_params"].get<int64_t>(), 535'305'388'032);
+  EXPECT_EQ(j["every_tensor_params"].get<int64_t>(), 535'477'106'688);
+  EXPECT_EQ(j["forward_flops_per_token"].get<int64_t>(), 49'912'086'528);
+  EXPECT_EQ(j["steps"].get<int64_t>(), 390'251);
+  EXPECT_NEAR(j["training_flops"].get<double>() / 1e24, 2.696, 5e-4);
+  EXPECT_NEAR(j["muonh_lr"].get<double>(), 3.29e-3, 5e-6);
+  EXPECT_NEAR(j["adam_lr"].get<double>(), 7.59e-4, 5e-7);
+  EXPECT_NEAR(j["eps"].get<double>(), 6.04e-15, 5e-18);
+  EXPECT_DOUBLE_EQ(j["beta2"].get<double>(), 0.95);
+  EXPECT_GT(j["memory_bytes"]["activations"].get<int64_t>(), 0);
+}
+
+TEST(Cli, PlanStepsAndBudgetOptions) {
+  auto r = run("plan --preset cpu-small --batch 16 --steps 1000 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["steps"].get<int64_t>(), 1000);
+  EXPECT_EQ(j["tokens_per_step"].get<int64_t>(), 16 * 512);
+  r = run("plan --preset cpu-small --steps 10 --tokens-per-param 20");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("either --steps or --tokens-per-param"), std::string::npos) << r.out;
+}
+
+TEST(Cli, InitLoadsBackBitIdenticallyAndScores) {
+  TempDir tmp("init");
+  auto r = run("init --preset tiny --seed 1 --out " + tmp.str("ckpt"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Bit-identical load against a fresh in-memory init with the same seed.
+  const ModelConfig c = load_config(tmp.str("ckpt"));
+  ParamTable table(c);
+  Buffer<float> expect(table.total()), got(table.total());
+  table.initialize(expect.data(), 1);
+  load_params(tmp.str("ckpt"), table, got.data());
+  EXPECT_EQ(std::memcmp(expect.data(), got.data(), expect.size() * sizeof(float)), 0);
+
+  write_tokens(tmp.str("rows.bin"), random_rows(5, int(c.seq_len), uint32_t(c.vocab_size)));
+  r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") + " --batch 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"].get<int64_t>(), 5 * c.seq_len);
+  // At init the prediction is near uniform: CE ≈ ln V.
+  EXPECT_NEAR(j["ce"].get<double>(), std::log(double(c.vocab_size)), 0.1);
+  EXPECT_NEAR(j["loss"].get<double>(), j["ce"].get<double>() + 1e-4 * j["z"].get<double>(), 1e-9);
+  // Deterministic: the same command gives the same line.
+  EXPECT_EQ(run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
+                " --batch 2").out,
+            r.out);
+}
+
+TEST(Cli, NumpyReaderReadsInitOutput) {
+  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 has no numpy (scripts/setup.sh installs python3-numpy)";
+  TempDir tmp("numpy");
+  ASSERT_EQ(run("init --preset tiny --seed 2 --out " + tmp.str("ckpt")).code, 0);
+  const std::string cmd = "/usr/bin/python3 " MARIN_SOURCE_DIR "/scripts/read_safetensors.py " +
+                          tmp.str("ckpt/model.safetensors") + " > " + tmp.str("np.txt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream f(tmp.str("np.txt"));
+  const SafetensorsFile st = read_safetensors(tmp.str("ckpt/model.safetensors"));
+  std::string line;
+  size_t n = 0;
+  while (std::getline(f, line)) {
+    const auto tab1 = line.find('\t'), tab2 = line.rfind('\t');
+    const std::string name = line.substr(0, tab1);
+    const double sum = std::stod(line.substr(tab2 + 1));
+    double expect = 0;
+    for (float v : st.at(name).data) expect += v;
+    EXPECT_NEAR(sum, expect, 1e-6 * (1 + std::abs(expect))) << name;
+    ++n;
+  }
+  EXPECT_EQ(n, st.names.size());
+}
+
+TEST(Cli, BadConfigsAreNamed) {
+  auto r = run("plan --preset tiny --set top_k=8");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("top_k + 1 (9) must not exceed num_experts (8)"), std::string::npos) << r.out;
+  r = run("plan --preset nope");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("unknown preset 'nope'"), std::string::npos) << r.out;
+  TempDir tmp("cfg");
+  std::ofstream(tmp.str("bad.toml")) << "[model]\nhidden_dim = 64\nnum_heads = 7\n";
+  r = run("plan --config " + tmp.str("bad.toml"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("kv_heads_local (2) must divide num_heads (7)"), std::string::npos) << r.out;
+  std::ofstream(tmp.str("typo.toml")) << "hiden_dim = 64\n";
+  r = run("plan --config " + tmp.str("typo.toml"));
+  EXPECT_NE(r.out.find("unknown config field 'hiden_dim'"), std::string::npos) << r.out;
+  std::ofstream(tmp.str("syntax.toml")) << "hidden_dim = = 64\n";
+  r = run("plan --config " + tmp.str("syntax.toml"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("TOML parse error at line 1"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadCheckpointsAreNamed) {
+  TempDir tmp("badckpt");
+  ASSERT_EQ(run("init --preset tiny --out " + tmp.str("ok")).code, 0);
+  write_tokens(tmp.str("rows.bin"), random_rows(1, 64, 512));
+  const ModelConfig c = load_config(tmp.str("ok"));
+  ParamTable table(c);
+  Buffer<float> p(table.total());
+  table.initialize(p.data(), 0);
+
+  // A missing tensor.
+  std::vector<TensorView> views;
+  for (auto& t : table.params())
+    if (t.name != "layers.2.attn.wq") views.push_back({t.name, t.shape, p.data() + t.offset});
+  std::filesystem::create_directories(tmp.str("missing"));
+  std::filesystem::copy(tmp.str("ok/config.json"), tmp.str("missing/config.json"));
+  write_safetensors(tmp.str("missing/model.safetensors"), views);
+  auto r = run("score --checkpoint " + tmp.str("missing") + " --tokens " + tmp.str("rows.bin"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("layers.2.attn.wq"), std::string::npos) << r.out;
+
+  // A wrong shape.
+  views.clear();
+  for (auto& t : table.params()) {
+    auto shape = t.shape;
+    if (t.name == "lm_head") shape = {shape[1], shape[0]};
+    views.push_back({t.name, shape, p.data() + t.offset});
+  }
+  std::filesystem::create_directories(tmp.str("shape"));
+  std::filesystem::copy(tmp.str("ok/config.json"), tmp.str("shape/config.json"));
+  write_safetensors(tmp.str("shape/model.safetensors"), views);
+  r = run("score --checkpoint " + tmp.str("shape") + " --tokens " + tmp.str("rows.bin"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("lm_head"), std::string::npos) << r.out;
+
+  // A truncated file.
+  std::filesystem::create_directories(tmp.str("trunc"));
+  std::filesystem::copy(tmp.str("ok/config.json"), tmp.str("trunc/config.json"));
+  std::filesystem::copy(tmp.str("ok/model.safetensors"), tmp.str("trunc/model.safetensors"));
+  std::filesystem::resize_file(tmp.str("trunc/model.safetensors"),
+                               std::filesystem::file_size(tmp.str("ok/model.safetensors")) - 100);
+  r = run("score --checkpoint " + tmp.str("trunc") + " --tokens " + tmp.str("rows.bin"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("trunc/model.safetensors"), std::string::npos) << r.out;
+
+  // Not a checkpoint directory.
+  r = run("score --checkpoint " + tmp.str("nowhere") + " --tokens " + tmp.str("rows.bin"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("config.json: missing"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadTokenFilesAreNamed) {
+  TempDir tmp("badtok");
+  ASSERT_EQ(run("init --preset tiny --out " + tmp.str("ckpt")).code, 0);
+  auto ids = random_rows(2, 64, 512);
+  ids[70] = 512;  // row 1, position 5: out of vocabulary
+  write_tokens(tmp.str("oov.bin"), ids);
+  auto r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("oov.bin"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("token id 512 at row 1, position 5 is not below the vocabulary size 512"),
+            std::string::npos)
+      << r.out;
+  ids = random_rows(2, 64, 512);
+  ids.pop_back();
+  write_tokens(tmp.str("short.bin"), ids);
+  r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("short.bin"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("is not a multiple of (seq_len + 1) × 4 = 260"), std::string::npos) << r.out;
+}
