@@ -274,6 +274,38 @@ TEST(Tokenizer, SaveLoadJsonIsIdentical) {
   EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], Tokenizer::kCl100kPattern);
 }
 
+TEST(Tokenizer, HfJsonMergeOrderAndIgnoreMerges) {
+  // A byte vocabulary plus "ab", "bc", "abc" where the merges build "bc" first, so BPE alone
+  // gives [a, bc]; with ignore_merges the whole piece "abc" is a token and wins.
+  auto j = nlohmann::json::parse(Tokenizer().to_json());
+  j["model"]["vocab"]["ab"] = 256;
+  j["model"]["vocab"]["bc"] = 257;
+  j["model"]["vocab"]["abc"] = 258;
+  j["model"]["merges"] = nlohmann::json::array({{"b", "c"}, {"a", "b"}, {"ab", "c"}});
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  j["model"]["ignore_merges"] = false;
+  Tokenizer plain = Tokenizer::from_json_text(j.dump());
+  EXPECT_EQ(plain.pattern(), Tokenizer::kGpt2Pattern);
+  EXPECT_EQ(plain.encode("abc"), (std::vector<uint32_t>{'a', 257}));
+  EXPECT_EQ(plain.encode("ab"), (std::vector<uint32_t>{256}));
+  j["model"]["ignore_merges"] = true;
+  Tokenizer whole = Tokenizer::from_json_text(j.dump());
+  EXPECT_EQ(whole.encode("abc"), (std::vector<uint32_t>{258}));
+  EXPECT_EQ(whole.encode("xabcx"), (std::vector<uint32_t>{'x', 'a', 257, 'x'}));  // one piece: BPE
+  EXPECT_NE(plain.hash(), whole.hash());
+  // Both survive save/load unchanged.
+  EXPECT_EQ(Tokenizer::from_json_text(plain.to_json()).hash(), plain.hash());
+  EXPECT_EQ(Tokenizer::from_json_text(whole.to_json()).hash(), whole.hash());
+  // A merge naming an unknown token is an error naming the field.
+  j["model"]["merges"].push_back({"zz", "q"});
+  try {
+    Tokenizer::from_json_text(j.dump(), "mini.json");
+    ADD_FAILURE() << "no error";
+  } catch (const marin::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.merges"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Tokenizer, HashIsStableAndSensitive) {
   Tokenizer a;
   Tokenizer b;
