@@ -62,15 +62,17 @@ Vec to_d(const std::vector<float>& v) {
   return Vec(v.begin(), v.end());
 }
 
-// Segment ids: row b gets documents of varying lengths (several per row when `packed`).
-std::vector<int32_t> make_seg(int B, int S, bool packed, uint64_t seed) {
+// Segment ids: row b gets documents of varying lengths (several per row when `packed`). With
+// `recur`, ids alternate between two values, so an id reappears after another document: the
+// mask compares ids, so such keys are visible again (the kernels must not assume runs).
+std::vector<int32_t> make_seg(int B, int S, bool packed, uint64_t seed, bool recur = false) {
   std::mt19937_64 g(seed);
   std::vector<int32_t> seg(size_t(B) * S);
   for (int b = 0; b < B; ++b) {
     int id = 100 * b, left = packed ? 1 + int(g() % (S / 2 + 1)) : S;
     for (int t = 0; t < S; ++t) {
       if (left == 0) ++id, left = 1 + int(g() % (S / 2 + 1));
-      seg[size_t(b) * S + t] = id;
+      seg[size_t(b) * S + t] = recur ? id % 2 : id;
       --left;
     }
   }
@@ -119,6 +121,7 @@ struct Case {
   std::string name;
   mk::AttnShape s;
   bool packed;
+  bool recur = false;
 };
 
 std::vector<Case> cases(int hd, int S) {
@@ -130,6 +133,8 @@ std::vector<Case> cases(int hd, int S) {
   c.push_back({"window_unpacked", {1, S, 2, 1, 1, hd, 7}, false});
   c.push_back({"gqa_unused_heads", {2, S, 6, 1, 3, hd, 0}, true});
   c.push_back({"gqa_window_unused", {2, S, 4, 2, 3, hd, 4}, true});
+  c.push_back({"recurring_ids", {2, S, 2, 1, 1, hd, 0}, true, true});
+  c.push_back({"recurring_ids_window", {2, S, 2, 2, 2, hd, 9}, true, true});
   return c;
 }
 
@@ -147,7 +152,7 @@ TEST(Attention, ForwardMatchesNaiveDouble) {
     for (const Case& c : cases(hd, 37)) {
       const auto& s = c.s;
       Vec q = randn(qsize(s), 1), k = randn(kvsize(s), 2), v = randn(kvsize(s), 3);
-      auto seg = make_seg(s.B, s.S, c.packed, 4);
+      auto seg = make_seg(s.B, s.S, c.packed, 4, c.recur);
       Vec out(qsize(s)), lse(size_t(s.B) * s.H * s.S), ro, rl;
       mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data());
       attn_ref(s, q, k, v, seg, ro, rl);
@@ -181,7 +186,7 @@ TEST(Attention, BackwardFiniteDifferences) {
     const auto& s = c.s;
     Vec q = randn(qsize(s), 10), k = randn(kvsize(s), 11), v = randn(kvsize(s), 12);
     Vec R = randn(qsize(s), 13);
-    auto seg = make_seg(s.B, s.S, c.packed, 14);
+    auto seg = make_seg(s.B, s.S, c.packed, 14, c.recur);
     Vec out(qsize(s)), lse(size_t(s.B) * s.H * s.S);
     auto loss = [&] {
       mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data());
@@ -215,7 +220,7 @@ TEST(Attention, FloatMatchesDouble) {
       const auto& s = c.s;
       Vec q = randn(qsize(s), 20, 1.5), k = randn(kvsize(s), 21, 1.5), v = randn(kvsize(s), 22);
       Vec dO = randn(qsize(s), 23);
-      auto seg = make_seg(s.B, s.S, c.packed, 24);
+      auto seg = make_seg(s.B, s.S, c.packed, 24, c.recur);
       Vec out(qsize(s)), lse(size_t(s.B) * s.H * s.S), dq(qsize(s)), dk(kvsize(s)), dv(kvsize(s));
       mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data());
       mk::attention_bwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data(),

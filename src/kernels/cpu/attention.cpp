@@ -143,8 +143,12 @@ void bwd_generic(const AttnShape& s, const T* q, const T* k, const T* v, const i
 // ------------------------------------------------------------------------------------------------
 // AVX-512 float path.
 #ifdef __AVX512F__
-constexpr int BQ = 32;  // query tile
-constexpr int BK = 64;  // key block
+#ifndef MARIN_ATTN_BQ
+#define MARIN_ATTN_BQ 32
+#define MARIN_ATTN_BK 32
+#endif
+constexpr int BQ = MARIN_ATTN_BQ;  // query tile (multiple of 8)
+constexpr int BK = MARIN_ATTN_BK;  // key block (multiple of 32)
 
 // C[R][16*NB] = A[R][K] (row stride lda) x Bt[K][16*NB] (row stride ldb).
 template <int R, int NB, int K>
@@ -205,8 +209,8 @@ inline void accum_rows(int rows, const float* P, i64 prs, i64 pks, int nk, const
 template <int HD>
 inline void scores(const float* A, const float* Bt, i64 ldb, float* Sc) {
   for (int r = 0; r < BQ; r += 8) {
-    mk_outer<8, 2, HD>(A + r * HD, HD, Bt, ldb, Sc + r * BK, BK);
-    mk_outer<8, 2, HD>(A + r * HD, HD, Bt + 32, ldb, Sc + r * BK + 32, BK);
+    for (int n = 0; n < BK; n += 32)
+      mk_outer<8, 2, HD>(A + r * HD, HD, Bt + n, ldb, Sc + r * BK + n, BK);
   }
 }
 
@@ -253,20 +257,31 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
   const int H = s.H, S = s.S, G = s.H / s.kv_used, Sp = padded(S);
   const i64 ldq = i64(H) * HD, ldkv = i64(s.kv_stored) * HD;
   const float scale = 1.0f / std::sqrt(float(HD));
+  // K^T and padded segment ids are packed once per (b, kv head) into the caller's scratch
+  // (slots the per-task code below does not use) and shared by the query heads of the group.
+  const size_t ktsz = size_t(HD) * Sp;
+  float* Kt_all = cpu::scratch<float>(7, size_t(s.B) * s.kv_used * ktsz);
+  int32_t* seg_all = cpu::scratch<int32_t>(7, size_t(s.B) * Sp);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < s.B; ++b) {
+    for (int kvh = 0; kvh < s.kv_used; ++kvh) {
+      pack_t<HD>(k + i64(b) * S * ldkv + i64(kvh) * HD, ldkv, S,
+                 Kt_all + (size_t(b) * s.kv_used + kvh) * ktsz, Sp);
+      if (kvh == 0) pack_seg(seg + size_t(b) * S, S, seg_all + size_t(b) * Sp);
+    }
+  }
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < s.B; ++b) {
     for (int h = 0; h < H; ++h) {
       const int kvh = h / G;
-      float* Kt = cpu::scratch<float>(0, size_t(HD) * Sp);
+      const float* Kt = Kt_all + (size_t(b) * s.kv_used + kvh) * ktsz;
+      const int32_t* segp = seg_all + size_t(b) * Sp;
       float* Qs = cpu::scratch<float>(1, size_t(BQ) * HD);
       float* Sc = cpu::scratch<float>(2, size_t(BQ) * BK);
       float* O = cpu::scratch<float>(3, size_t(BQ) * HD);
-      int32_t* segp = cpu::scratch<int32_t>(0, size_t(Sp));
-      float m[BQ], l[BQ], alpha[BQ];
-      const float* kb0 = k + i64(b) * S * ldkv + i64(kvh) * HD;
+      float m[BQ], alpha[BQ];
+      __m512 l[BQ];  // per-lane partial sums of exp; reduced once per query tile
       const float* vb0 = v + i64(b) * S * ldkv + i64(kvh) * HD;
-      pack_t<HD>(kb0, ldkv, S, Kt, Sp);
-      pack_seg(seg + size_t(b) * S, S, segp);
       const int* lo = ri.lo.data() + size_t(b) * S;
       const int* run = ri.run.data() + size_t(b) * S;
       for (int t0 = 0; t0 < S; t0 += BQ) {
@@ -282,7 +297,7 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
             std::fill(qi, qi + HD, 0.0f);
           }
           m[i] = -std::numeric_limits<float>::infinity();
-          l[i] = 0;
+          l[i] = _mm512_setzero_ps();
         }
         std::fill(O, O + BQ * HD, 0.0f);
         for (int kb = klo; kb <= tl; kb += BK) {
@@ -314,7 +329,7 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
               _mm512_storeu_ps(row + 16 * c, p);
               sum = _mm512_add_ps(sum, p);
             }
-            l[i] = l[i] * alpha[i] + _mm512_reduce_add_ps(sum);
+            l[i] = _mm512_fmadd_ps(l[i], _mm512_set1_ps(alpha[i]), sum);
             m[i] = mnew;
           }
           accum_rows<HD>(BQ, Sc, BK, 1, nk, vb0 + i64(kb) * ldkv, ldkv, O, HD, alpha);
@@ -322,9 +337,9 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
         for (int i = 0; i < nq; ++i) {
           const int t = t0 + i;
           float* dst = out + (i64(b) * S + t) * ldq + i64(h) * HD;
-          const float inv = 1.0f / l[i];
+          const float li = _mm512_reduce_add_ps(l[i]), inv = 1.0f / li;
           for (int d = 0; d < HD; ++d) dst[d] = O[i * HD + d] * inv;
-          lse[(i64(b) * H + h) * S + t] = m[i] + std::log(l[i]);
+          lse[(i64(b) * H + h) * S + t] = m[i] + std::log(li);
         }
       }
     }
