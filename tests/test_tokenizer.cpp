@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "data/tokenizer/bench.hpp"
@@ -193,6 +195,26 @@ TEST(Tokenizer, RoundTripsAnyBytes) {
     ASSERT_EQ(tok.decode(tok.encode(s)), s);
   }
   for (const auto& d : corpus_small()) ASSERT_EQ(tok.decode(tok.encode(d)), d);
+}
+
+TEST(Tokenizer, EncodeIsThreadSafe) {
+  const Tokenizer& tok = trained();
+  Tokenizer other = Tokenizer::train(corpus_small(), 600);  // alternating tokenizers per thread
+  std::vector<std::vector<uint32_t>> want, want_other;
+  for (const auto& d : corpus_small()) want.push_back(tok.encode(d));
+  for (const auto& d : corpus_small()) want_other.push_back(other.encode(d));
+  std::atomic<int> bad{0};
+  auto work = [&] {
+    for (int rep = 0; rep < 3; ++rep)
+      for (size_t i = 0; i < corpus_small().size(); ++i) {
+        if (tok.encode(corpus_small()[i]) != want[i]) ++bad;
+        if (other.encode(corpus_small()[i]) != want_other[i]) ++bad;
+      }
+  };
+  std::thread t1(work), t2(work);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(Tokenizer, TrainedVocabularyCompresses) {
