@@ -2,8 +2,10 @@
 // Internal representation shared by tokenizer.cpp (load/save/encode/decode) and train.cpp.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,10 +21,12 @@ inline uint64_t bytes_hash(std::string_view s) {
   return XXH3_64bits(s.data(), s.size());
 }
 
-// Open-addressing map from token bytes to id; the bytes live in Impl::tokens.
+// Open-addressing map from token bytes to id. A slot holds the hash, the length and (for tokens
+// up to kInline bytes, nearly all of them) the bytes themselves, so a probe costs one cache line.
 class BytesIndex {
  public:
   static constexpr uint32_t kEmpty = UINT32_MAX;
+  static constexpr size_t kInline = 18;
   void build(const std::vector<std::string>& tokens, const std::vector<uint8_t>& kind,
              uint8_t want) {
     tokens_ = &tokens;
@@ -30,14 +34,19 @@ class BytesIndex {
     for (uint8_t k : kind) n += k == want;
     size_t cap = 16;
     while (cap < 2 * n + 2) cap <<= 1;
-    slots_.assign(cap, Slot{0, kEmpty});
+    slots_.assign(cap, Slot{});
     mask_ = cap - 1;
     for (uint32_t id = 0; id < tokens.size(); ++id) {
       if (kind[id] != want) continue;
-      uint64_t h = bytes_hash(tokens[id]);
+      const std::string& t = tokens[id];
+      uint64_t h = bytes_hash(t);
       size_t i = h & mask_;
       while (slots_[i].id != kEmpty) i = (i + 1) & mask_;
-      slots_[i] = Slot{h, id};
+      Slot& s = slots_[i];
+      s.h = h;
+      s.id = id;
+      s.len = uint16_t(std::min<size_t>(t.size(), 0xFFFF));
+      if (t.size() <= kInline) std::memcpy(s.key, t.data(), t.size());
     }
   }
   uint32_t find(std::string_view s, uint64_t h) const {
@@ -45,15 +54,22 @@ class BytesIndex {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& sl = slots_[i];
       if (sl.id == kEmpty) return kEmpty;
-      if (sl.h == h && (*tokens_)[sl.id] == s) return sl.id;
+      if (sl.h != h) continue;
+      if (s.size() <= kInline) {
+        if (sl.len == s.size() && std::memcmp(sl.key, s.data(), s.size()) == 0) return sl.id;
+      } else if ((*tokens_)[sl.id] == s) {
+        return sl.id;
+      }
     }
   }
   uint32_t find(std::string_view s) const { return find(s, bytes_hash(s)); }
 
  private:
-  struct Slot {
-    uint64_t h;
-    uint32_t id;
+  struct alignas(32) Slot {
+    uint64_t h = 0;
+    uint32_t id = kEmpty;
+    uint16_t len = 0;
+    char key[kInline] = {};
   };
   std::vector<Slot> slots_;
   size_t mask_ = 0;
