@@ -45,8 +45,10 @@ void qb_histogram(const Routing<T>& r, const QBRange& range, int64_t bins, int64
     int64_t* c = counts + e * bins;
     for (int64_t t = 0; t < rows; ++t) {
       const double mu = double(logits[t * E + e]) - double(alpha[t]);
-      double f = std::floor((mu - lo) * scale);  // NaN-free: lo and scale are finite here
-      int64_t b = f < 0 ? 0 : (f >= double(bins) ? bins - 1 : int64_t(f));
+      // Clipped into the edge bins; a NaN margin (a non-finite step, which the trainer skips
+      // anyway) lands in bin 0 instead of being undefined behaviour.
+      const double f = std::floor((mu - lo) * scale);
+      const int64_t b = f >= double(bins) ? bins - 1 : (f >= 0 ? int64_t(f) : 0);
       ++c[b];
     }
   }
