@@ -1,0 +1,133 @@
+// marin train: a new run, a resumed run (--resume RUN) or a fork of a checkpoint with changed
+// settings (--fork-from CKPT). Prints a live progress line; writes RUN/metrics.jsonl.
+#include <fmt/core.h>
+
+#include "cli/options.hpp"
+#include "core/error.hpp"
+#include "train/trainer.hpp"
+
+namespace marin::cli {
+namespace {
+
+struct TrainCli {
+  ModelOptions model;
+  std::string tokens, valid_tokens, out, init, resume, fork_from, optimizer = "muonh";
+  std::string transport = "dropless", expert_radius = "layer";
+  int batch = 8;
+  int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4;
+  uint64_t seed = 0;
+  double muonh_lr = 0, adam_lr = 0, adamw_wd = 0.1, time_limit = 0;
+  bool gate_router_wd = false, no_qb = false;
+  int max_bad_steps = 3;
+  std::vector<int64_t> inject_nan;
+  CLI::App* app = nullptr;
+  bool given(const char* flag) const { return app->count(flag) > 0; }
+};
+
+// Applies the options given on the command line to `o` (all of them for a new run; only the
+// explicitly given ones for a fork, so everything else stays as the parent had it).
+void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
+  auto want = [&](const char* flag) { return !only_given || a.given(flag); };
+  if (want("--preset") || want("--config") || want("--set")) {
+    if (!only_given || a.given("--set")) {
+      ModelConfig c = only_given ? o.model : a.model.resolve();
+      if (only_given)
+        for (auto& kv : a.model.sets) {
+          auto eq = kv.find('=');
+          if (eq == std::string::npos) fail("--set expects key=value, got '{}'", kv);
+          c.set(kv.substr(0, eq), kv.substr(eq + 1));
+        }
+      c.validate();
+      o.model = c;
+    }
+    if (!only_given) o.preset = a.model.preset;
+  }
+  if (want("--tokens")) o.data = {{"kind", "rows"}, {"path", a.tokens}};
+  if (want("--valid-tokens"))
+    o.valid = a.valid_tokens.empty() ? nlohmann::json()
+                                     : nlohmann::json{{"kind", "rows"}, {"path", a.valid_tokens}};
+  if (want("--batch")) o.batch = a.batch;
+  if (want("--steps")) o.steps = a.steps;
+  if (want("--seed")) o.seed = a.seed;
+  if (want("--optimizer")) o.optim.kind = a.optimizer;
+  if (want("--muonh-lr")) o.optim.muonh_lr = a.muonh_lr;
+  if (want("--adam-lr")) o.optim.adam_lr = a.adam_lr;
+  if (want("--adamw-wd")) o.optim.adamw_wd = a.adamw_wd;
+  if (want("--expert-radius")) o.optim.expert_radius = optim::parse_radius_scope(a.expert_radius);
+  if (want("--gate-router-wd")) o.optim.gate_router_wd = a.gate_router_wd;
+  if (want("--transport")) o.transport = parse_transport(a.transport);
+  if (want("--no-qb")) o.qb = !a.no_qb;
+  if (want("--ckpt-every")) o.ckpt_every = a.ckpt_every;
+  if (want("--keep-every")) o.keep_every = a.keep_every;
+  if (want("--eval-every")) o.eval_every = a.eval_every;
+  if (want("--eval-batches")) o.eval_batches = a.eval_batches;
+  if (want("--max-bad-steps")) o.max_bad_steps = a.max_bad_steps;
+  o.time_limit_s = a.time_limit;
+  o.inject_nan_grad_steps = a.inject_nan;
+}
+
+int run_train(const TrainCli& a) {
+  std::unique_ptr<Trainer> t;
+  if (!a.resume.empty()) {
+    t = Trainer::resume(a.resume);
+  } else if (!a.fork_from.empty()) {
+    if (a.out.empty()) fail("--fork-from needs --out for the new run directory");
+    TrainOptions o = read_run_state(a.fork_from).options;
+    apply(a, o, /*only_given=*/true);
+    t = Trainer::fork(a.fork_from, a.out, o);
+  } else {
+    if (a.out.empty()) fail("give --out RUN_DIR for a new run (or --resume RUN_DIR)");
+    if (a.tokens.empty()) fail("give training data: --tokens FILE (pre-tokenized rows)");
+    TrainOptions o;
+    apply(a, o, /*only_given=*/false);
+    t = std::make_unique<Trainer>(o, a.out, a.init);
+  }
+  const TrainResult r = t->run();
+  fmt::print("{{\"steps\": {}, \"loss\": {}, \"valid_ce\": {}, \"checkpoint\": \"{}\"}}\n",
+             r.steps_done, r.last_loss, r.last_valid_ce, r.last_checkpoint);
+  return 0;
+}
+
+}  // namespace
+
+MARIN_COMMAND(train, "train", "Train a model (new run, --resume RUN, or --fork-from CKPT)",
+              [](CLI::App& app) -> Runner {
+                auto a = std::make_shared<TrainCli>();
+                a->app = &app;
+                a->model.add(app);
+                app.add_option("--tokens", a->tokens, "training data: pre-tokenized rows (row s·B+i at step s)");
+                app.add_option("--valid-tokens", a->valid_tokens, "validation rows");
+                app.add_option("--out", a->out, "run directory");
+                app.add_option("--init", a->init, "start from this model checkpoint");
+                app.add_option("--resume", a->resume, "continue the run in this directory");
+                app.add_option("--fork-from", a->fork_from,
+                               "start a new run (--out) from this checkpoint with the options given");
+                app.add_option("--batch", a->batch, "sequences per step")->default_val(8);
+                app.add_option("--steps", a->steps, "total steps (schedule horizon)")->default_val(100);
+                app.add_option("--seed", a->seed, "initialisation seed")->default_val(0);
+                app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")
+                    ->check(CLI::IsMember({"muonh", "adamw"}));
+                app.add_option("--muonh-lr", a->muonh_lr, "peak MuonH/AdamH rate (default: §5 rule)");
+                app.add_option("--adam-lr", a->adam_lr, "peak Adam rate (default: §5 rule)");
+                app.add_option("--adamw-wd", a->adamw_wd, "weight decay of the adamw baseline");
+                app.add_option("--expert-radius", a->expert_radius, "layer (default) or expert")
+                    ->check(CLI::IsMember({"layer", "expert"}));
+                app.add_flag("--gate-router-wd", a->gate_router_wd,
+                             "decay head gate and router weights by 0.02·(1 − t/T)");
+                app.add_option("--transport", a->transport, "dropless or capacity")
+                    ->check(CLI::IsMember({"dropless", "capacity"}));
+                app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
+                app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps");
+                app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps");
+                app.add_option("--eval-every", a->eval_every, "validate every N steps");
+                app.add_option("--eval-batches", a->eval_batches, "validation batches")->default_val(4);
+                app.add_option("--max-bad-steps", a->max_bad_steps,
+                               "consecutive non-finite steps before stopping")->default_val(3);
+                app.add_option("--time-limit", a->time_limit,
+                               "stop with a checkpoint after this many seconds");
+                app.add_option("--inject-nan-grad", a->inject_nan,
+                               "testing aid: poison the gradient at these steps")->group("");
+                return [a] { return run_train(*a); };
+              });
+
+}  // namespace marin::cli

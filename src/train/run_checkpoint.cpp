@@ -1,0 +1,151 @@
+#include "train/run_checkpoint.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "train/checkpoint.hpp"
+#include "train/safetensors.hpp"
+
+namespace marin {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string file_hash(const std::string& path) {
+  const std::string bytes = read_file(path);
+  return fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+int64_t step_of(const fs::path& p) {
+  const std::string name = p.filename().string();
+  if (name.rfind("step-", 0) != 0 || name.find('.') != std::string::npos) return -1;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
+                                const Model<float>& model, Optimizer& opt) {
+  const std::string root = run_dir + "/checkpoints";
+  const std::string final_dir = fmt::format("{}/step-{:08d}", root, state.step);
+  const std::string tmp = final_dir + ".tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
+
+  save_model(tmp, model.config(), model.table(), model.params().data());
+  const int64_t n = int64_t(opt.m().size());
+  std::vector<TensorView> views = {{"m", {n}, opt.m().data()}, {"v", {n}, opt.v().data()}};
+  write_safetensors(tmp + "/optimizer.safetensors", views, {{"layout", "marin parameter table"}});
+  nlohmann::json st = {{"step", state.step},
+                       {"options", state.options.to_json()},
+                       {"data", state.data_state},
+                       {"lineage", state.lineage},
+                       {"files",
+                        {{"model.safetensors", file_hash(tmp + "/model.safetensors")},
+                         {"optimizer.safetensors", file_hash(tmp + "/optimizer.safetensors")}}}};
+  write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
+  fsync_dir(tmp);
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) fail("{}: cannot publish checkpoint: {}", final_dir, ec.message());
+  fsync_dir(root);
+  return final_dir;
+}
+
+RunState read_run_state(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/state.json";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not a valid checkpoint state: {}", path, e.what());
+  }
+  RunState s;
+  try {
+    s.step = j.at("step").get<int64_t>();
+    s.options = TrainOptions::from_json(j.at("options"));
+    s.data_state = j.at("data");
+    s.lineage = j.value("lineage", nlohmann::json());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: missing or malformed field: {}", path, e.what());
+  }
+  return s;
+}
+
+static void verify_checksums(const std::string& ckpt_dir) {
+  const auto j = nlohmann::json::parse(read_file(ckpt_dir + "/state.json"));
+  for (auto& [file, hash] : j.at("files").items()) {
+    const std::string got = file_hash(ckpt_dir + "/" + file);
+    if (got != hash.get<std::string>())
+      fail("{}/{}: checksum mismatch (state.json says {}, file has {}): the checkpoint is damaged",
+           ckpt_dir, file, hash.get<std::string>(), got);
+  }
+}
+
+void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optimizer& opt) {
+  verify_checksums(ckpt_dir);
+  load_params(ckpt_dir, model.table(), model.params().data());
+  const SafetensorsFile f = read_safetensors(ckpt_dir + "/optimizer.safetensors");
+  const int64_t n = int64_t(opt.m().size());
+  const Tensor& m = f.at("m", std::vector<int64_t>{n});
+  const Tensor& v = f.at("v", std::vector<int64_t>{n});
+  std::copy(m.data.begin(), m.data.end(), opt.m().data());
+  std::copy(v.data.begin(), v.data.end(), opt.v().data());
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  if (!fs::exists(root)) return std::nullopt;
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (auto& e : fs::directory_iterator(root)) {
+    const int64_t s = step_of(e.path());
+    if (s >= 0 && fs::exists(e.path() / "state.json")) found.push_back({s, e.path().string()});
+  }
+  std::sort(found.rbegin(), found.rend());
+  for (auto& [s, dir] : found) {
+    try {
+      verify_checksums(dir);
+      return dir;
+    } catch (const Error& e) {
+      fmt::print(stderr, "marin: warning: skipping checkpoint: {}\n", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+void prune_checkpoints(const std::string& run_dir, const std::string& keep, int64_t keep_every) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(root, ec)) {
+    const int64_t s = step_of(e.path());
+    if (s < 0 || e.path().string() == keep) continue;
+    if (keep_every > 0 && s % keep_every == 0) continue;
+    if (s < step_of(fs::path(keep))) fs::remove_all(e.path(), ec);
+  }
+  // Leftovers of interrupted writes.
+  for (auto& e : fs::directory_iterator(root, ec))
+    if (e.path().extension() == ".tmp") fs::remove_all(e.path(), ec);
+}
+
+}  // namespace marin

@@ -1,0 +1,38 @@
+#pragma once
+// Full training checkpoints inside a run directory:
+//   RUN/checkpoints/step-00000120/{config.json, model.safetensors, optimizer.safetensors, state.json}
+// The model files are the public format (formats.md); optimizer.safetensors holds the flat Adam /
+// momentum buffers ("m", "v") in the parameter layout; state.json holds the step, the training
+// options, the data position and the xxh64 of the two safetensors files. A checkpoint is written
+// into "step-N.tmp", every file fsynced, then the directory is renamed: a crash at any point
+// leaves either the complete checkpoint or none. Loading verifies the checksums.
+#include <optional>
+#include <string>
+
+#include "model/model.hpp"
+#include "optim/optimizer.hpp"
+#include "train/train_options.hpp"
+
+namespace marin {
+
+struct RunState {
+  int64_t step = 0;  // completed steps
+  TrainOptions options;
+  nlohmann::json data_state;
+  nlohmann::json lineage;  // where this run came from (fork), if anywhere
+};
+
+// Writes the checkpoint for `state.step`; returns its directory.
+std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
+                                const Model<float>& model, Optimizer& opt);
+// Reads a checkpoint directory's state.json (checksums are verified by load_run_checkpoint).
+RunState read_run_state(const std::string& ckpt_dir);
+// Loads model parameters and optimizer state from a checkpoint directory, verifying checksums.
+void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optimizer& opt);
+// The newest complete checkpoint of a run whose checksums verify (older ones are tried when the
+// newest is damaged, with a warning on stderr); nullopt when there is none.
+std::optional<std::string> latest_checkpoint(const std::string& run_dir);
+// Removes rolling checkpoints older than `keep` (permanent ones, multiples of keep_every, stay).
+void prune_checkpoints(const std::string& run_dir, const std::string& keep, int64_t keep_every);
+
+}  // namespace marin

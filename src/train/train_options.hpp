@@ -1,0 +1,38 @@
+#pragma once
+// Everything that defines a training run besides its data: saved in every checkpoint so that
+// `--resume` continues the same run and `--fork-from` can change chosen settings.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/config.hpp"
+#include "model/moe/dispatcher.hpp"
+#include "optim/optimizer.hpp"
+
+namespace marin {
+
+struct TrainOptions {
+  ModelConfig model;
+  std::string preset;
+  int batch = 8;
+  int64_t steps = 100;   // schedule horizon N
+  uint64_t seed = 0;
+  OptimConfig optim;     // learning rates 0 → the §5 rule
+  Transport transport = Transport::Dropless;
+  bool qb = true;        // QB router balancing (recipe §4)
+  int64_t ckpt_every = 0;   // rolling checkpoint period (0: only at the end / on SIGINT)
+  int64_t keep_every = 0;   // permanent checkpoint period (0: none)
+  int64_t eval_every = 0;   // validation period (0: only at the end when validation data exists)
+  int64_t eval_batches = 4;
+  int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
+  double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
+  nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
+  nlohmann::json valid;     // same shape, or null
+  std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
+
+  // Fills the learning rates / betas / eps left at 0 from the hyperparameter rule.
+  void resolve_hparams();
+  nlohmann::json to_json() const;
+  static TrainOptions from_json(const nlohmann::json& j);
+};
+
+}  // namespace marin

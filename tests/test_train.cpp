@@ -1,0 +1,203 @@
+// Training as users run it: it learns, resume is bit-identical (straight vs 10 + resume + 10,
+// also after SIGINT and after SIGKILL at random moments), forks record lineage, and non-finite
+// steps are skipped or stop the run with the last good checkpoint intact.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_util.hpp"
+#include "core/fileio.hpp"
+#include "train/run_checkpoint.hpp"
+
+using marin::testing::run;
+using marin::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rows with a learnable pattern (arithmetic progressions mod the vocabulary).
+void write_rows(const std::string& path, int rows, int S = 64, uint32_t V = 512) {
+  std::vector<uint32_t> ids;
+  uint64_t x = 99;
+  for (int r = 0; r < rows; ++r) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint32_t base = uint32_t(x >> 40) % V, step = 1 + uint32_t(x >> 20) % 5;
+    for (int t = 0; t <= S; ++t) ids.push_back((base + step * t) % V);
+  }
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+}
+
+std::string final_weights(const std::string& run_dir) {
+  auto ckpt = marin::latest_checkpoint(run_dir);
+  return ckpt ? marin::read_file(*ckpt + "/model.safetensors") : std::string();
+}
+
+std::vector<nlohmann::json> metrics(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(run_dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+const std::string kBase = " --preset tiny --batch 4 --steps 20 --seed 3";
+
+}  // namespace
+
+TEST(Train, LearnsAndLogsMetrics) {
+  TempDir tmp("learn");
+  write_rows(tmp.str("rows.bin"), 64);
+  auto r = run("train --preset tiny --batch 8 --steps 40 --tokens " + tmp.str("rows.bin") +
+               " --valid-tokens " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto m = metrics(tmp.str("run"));
+  ASSERT_EQ(m.size(), 40u);
+  EXPECT_LT(m.back()["loss"].get<double>(), m.front()["loss"].get<double>() - 1.0);
+  EXPECT_TRUE(m[19].contains("valid_ce"));
+  for (const char* k : {"loss", "ce", "z", "lr", "grad_norm", "param_norm", "router", "tokens_per_second"})
+    EXPECT_TRUE(m[5].contains(k)) << k;
+  EXPECT_EQ(m[5]["router"].size(), 4u);  // one entry per layer
+  EXPECT_TRUE(m[5]["router"][0].contains("drop_fraction"));
+  // MuonH/AdamH norms never change: the hyperball invariant, seen from the metrics.
+  const double p0 = m.front()["param_norm"]["muonh"].get<double>();
+  EXPECT_NEAR(m.back()["param_norm"]["muonh"].get<double>(), p0, 1e-4 * p0);
+}
+
+TEST(Train, ResumeIsBitIdentical) {
+  TempDir tmp("resume");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string data = " --tokens " + tmp.str("rows.bin");
+  ASSERT_EQ(run("train" + kBase + data + " --out " + tmp.str("straight")).code, 0);
+  // The same run with a permanent checkpoint at step 10; then everything after step 10 is
+  // removed and the run resumed from there.
+  auto r = run("train" + kBase + data + " --keep-every 10 --out " + tmp.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  fs::remove_all(tmp.str("split/checkpoints/step-00000020"));
+  ASSERT_TRUE(fs::exists(tmp.str("split/checkpoints/step-00000010")));
+  r = run("train --resume " + tmp.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string a = final_weights(tmp.str("straight")), b = final_weights(tmp.str("split"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "resumed weights differ from the uninterrupted run";
+  EXPECT_EQ(marin::read_file(tmp.str("straight/checkpoints/step-00000020/optimizer.safetensors")),
+            marin::read_file(tmp.str("split/checkpoints/step-00000020/optimizer.safetensors")));
+}
+
+static pid_t spawn_train(const std::string& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string(MARIN_BIN) + args + " >/dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST(Train, SigintSavesAndResumesExactly) {
+  TempDir tmp("sigint");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string args = " train --preset tiny --batch 4 --steps 400 --seed 3 --tokens " +
+                           tmp.str("rows.bin");
+  ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
+  pid_t pid = spawn_train(args + " --out " + tmp.str("int"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "SIGINT should end the run cleanly";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto ckpt = marin::latest_checkpoint(tmp.str("int"));
+  ASSERT_TRUE(ckpt.has_value()) << "SIGINT must leave a checkpoint";
+  ASSERT_EQ(run("train --resume " + tmp.str("int")).code, 0);
+  EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(tmp.str("int")));
+}
+
+TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
+  TempDir tmp("sigkill");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string args = " train --preset tiny --batch 4 --steps 150 --seed 3 --ckpt-every 1 --tokens " +
+                           tmp.str("rows.bin");
+  ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
+  // Kill at several moments: with a checkpoint every step, some kills land inside a write.
+  for (int delay_ms : {700, 1100, 1500}) {
+    pid_t pid = spawn_train(fs::exists(tmp.str("kill/checkpoints"))
+                                ? " train --resume " + tmp.str("kill")
+                                : args + " --out " + tmp.str("kill"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_TRUE(marin::latest_checkpoint(tmp.str("kill")).has_value());
+  auto r = run("train --resume " + tmp.str("kill"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(tmp.str("kill")));
+}
+
+TEST(Train, ForkChangesSettingsAndRecordsLineage) {
+  TempDir tmp("fork");
+  write_rows(tmp.str("rows.bin"), 48);
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " + tmp.str("rows.bin") +
+                " --out " + tmp.str("a")).code, 0);
+  auto r = run("train --fork-from " + tmp.str("a/checkpoints/step-00000010") +
+               " --transport capacity --steps 30 --gate-router-wd --out " + tmp.str("b"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto lineage = nlohmann::json::parse(marin::read_file(tmp.str("b/lineage.json")));
+  EXPECT_EQ(lineage["at_step"].get<int>(), 10);
+  auto st = marin::read_run_state(*marin::latest_checkpoint(tmp.str("b")));
+  EXPECT_EQ(st.step, 30);
+  EXPECT_EQ(st.options.transport, marin::Transport::Capacity);
+  EXPECT_TRUE(st.options.optim.gate_router_wd);
+  EXPECT_EQ(st.options.steps, 30);
+  auto m = metrics(tmp.str("b"));
+  ASSERT_EQ(m.size(), 20u);  // steps 10..29
+  EXPECT_EQ(m.front()["step"].get<int>(), 10);
+  // A shape change is refused.
+  r = run("train --fork-from " + tmp.str("a/checkpoints/step-00000010") +
+          " --set hidden_dim=32 --out " + tmp.str("c"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot change the model's shape"), std::string::npos) << r.out;
+}
+
+TEST(Train, NonFiniteStepsAreSkippedThenStop) {
+  TempDir tmp("nan");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string data = " --tokens " + tmp.str("rows.bin");
+  // One poisoned step: skipped, reported, the run goes on.
+  auto r = run("train" + kBase + data + " --inject-nan-grad 5 --out " + tmp.str("one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 5: non-finite loss or gradient, update skipped"), std::string::npos);
+  auto m = metrics(tmp.str("one"));
+  EXPECT_TRUE(m[5].contains("skipped"));
+  EXPECT_FALSE(m[6].contains("skipped"));
+  // Three in a row: the run stops with a clear message; the last good checkpoint is intact.
+  r = run("train" + kBase + data + " --ckpt-every 5 --inject-nan-grad 7 8 9 --out " + tmp.str("three"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("3 consecutive non-finite steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step-00000005"), std::string::npos) << r.out;
+  auto ckpt = marin::latest_checkpoint(tmp.str("three"));
+  ASSERT_TRUE(ckpt.has_value());
+  EXPECT_EQ(marin::read_run_state(*ckpt).step, 5);
+}
+
+TEST(Train, DamagedCheckpointIsDetected) {
+  TempDir tmp("damaged");
+  write_rows(tmp.str("rows.bin"), 48);
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " + tmp.str("rows.bin") +
+                " --out " + tmp.str("run")).code, 0);
+  // Flip a byte of the newest checkpoint's weights: resume falls back to the older one and says so.
+  const std::string f = tmp.str("run/checkpoints/step-00000020/model.safetensors");
+  std::string bytes = marin::read_file(f);
+  bytes[bytes.size() - 7] ^= 0x40;
+  std::ofstream(f, std::ios::binary) << bytes;
+  auto r = run("train --resume " + tmp.str("run"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("checksum mismatch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 10"), std::string::npos) << r.out;
+}
