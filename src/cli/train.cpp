@@ -4,6 +4,7 @@
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "data/mixture.hpp"
 #include "train/trainer.hpp"
 
 namespace marin::cli {
@@ -11,7 +12,7 @@ namespace {
 
 struct TrainCli {
   ModelOptions model;
-  std::string tokens, valid_tokens, out, init, resume, fork_from, optimizer = "muonh";
+  std::string tokens, valid_tokens, data, token_dir, tokenizer, out, init, resume, fork_from, optimizer = "muonh";
   std::string transport = "dropless", expert_radius = "layer";
   int batch = 8;
   int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4;
@@ -42,8 +43,20 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
     }
     if (!only_given) o.preset = a.model.preset;
   }
-  if (want("--tokens")) o.data = {{"kind", "rows"}, {"path", a.tokens}};
-  if (want("--valid-tokens"))
+  if (want("--tokens") && !a.tokens.empty()) o.data = {{"kind", "rows"}, {"path", a.tokens}};
+  if (want("--data") && !a.data.empty()) {
+    if (a.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
+    // The mixture is embedded in the run's options, so the run does not depend on the file.
+    const MixtureConfig mix = MixtureConfig::load(a.data);
+    o.data = {{"kind", "mixture"}, {"tokens", a.token_dir}, {"mixture", mix.to_json()}};
+    // In-distribution validation: the valid split of every domain the mixture trains on.
+    nlohmann::json domains = nlohmann::json::array();
+    for (auto& src : mix.sources) domains.push_back(src.domain);
+    if (!only_given || !a.given("--valid-tokens"))
+      o.valid = {{"kind", "valid"}, {"tokens", a.token_dir}, {"domains", domains}};
+  }
+  if (want("--tokenizer")) o.tokenizer = a.tokenizer;
+  if (want("--valid-tokens") && (!a.valid_tokens.empty() || a.data.empty()))
     o.valid = a.valid_tokens.empty() ? nlohmann::json()
                                      : nlohmann::json{{"kind", "rows"}, {"path", a.valid_tokens}};
   if (want("--batch")) o.batch = a.batch;
@@ -77,7 +90,8 @@ int run_train(const TrainCli& a) {
     t = Trainer::fork(a.fork_from, a.out, o);
   } else {
     if (a.out.empty()) fail("give --out RUN_DIR for a new run (or --resume RUN_DIR)");
-    if (a.tokens.empty()) fail("give training data: --tokens FILE (pre-tokenized rows)");
+    if (a.tokens.empty() && a.data.empty())
+      fail("give training data: --tokens FILE (pre-tokenized rows) or --data MIXTURE --token-dir DIR");
     TrainOptions o;
     apply(a, o, /*only_given=*/false);
     t = std::make_unique<Trainer>(o, a.out, a.init);
@@ -97,6 +111,11 @@ MARIN_COMMAND(train, "train", "Train a model (new run, --resume RUN, or --fork-f
                 a->model.add(app);
                 app.add_option("--tokens", a->tokens, "training data: pre-tokenized rows (row s·B+i at step s)");
                 app.add_option("--valid-tokens", a->valid_tokens, "validation rows");
+                app.add_option("--data", a->data,
+                               "training data: a mixture config (TOML/JSON, see docs/data.md)");
+                app.add_option("--token-dir", a->token_dir, "token shards of --data (marin tokenize)");
+                app.add_option("--tokenizer", a->tokenizer,
+                               "tokenizer.json of the shards (checked, copied into checkpoints)");
                 app.add_option("--out", a->out, "run directory");
                 app.add_option("--init", a->init, "start from this model checkpoint");
                 app.add_option("--resume", a->resume, "continue the run in this directory");

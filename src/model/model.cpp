@@ -70,8 +70,8 @@ LossStats Model<T>::forward(const Batch& b) {
     seg_[i] = b.seg ? b.seg[i] : 0;
     count += lab >= 0;
   }
-  if (count == 0) fail("batch has no scored tokens (every label < 0)");
-  inv_count_ = 1.0 / double(count);
+  // A batch with nothing to score (validation padding) has zero loss and zero gradient.
+  inv_count_ = count > 0 ? 1.0 / double(count) : 0.0;
 
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
   const T* E = param("embed.weight");
@@ -96,6 +96,7 @@ LossStats Model<T>::forward(const Batch& b) {
   }
   LossStats s;
   s.tokens = count;
+  if (count == 0) return s;
   s.ce = ce * inv_count_;
   s.z = z * inv_count_;
   s.loss = s.ce + cfg_.z_loss * s.z;

@@ -54,6 +54,8 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
   if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
 
   save_model(tmp, model.config(), model.table(), model.params().data());
+  if (!state.options.tokenizer.empty())
+    write_file_atomic(tmp + "/tokenizer.json", read_file(state.options.tokenizer));
   const int64_t n = int64_t(opt.m().size());
   std::vector<TensorView> views = {{"m", {n}, opt.m().data()}, {"v", {n}, opt.v().data()}};
   write_safetensors(tmp + "/optimizer.safetensors", views, {{"layout", "marin parameter table"}});

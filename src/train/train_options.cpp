@@ -38,7 +38,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"eval_batches", eval_batches},
           {"max_bad_steps", max_bad_steps},
           {"data", data},
-          {"valid", valid}};
+          {"valid", valid},
+          {"tokenizer", tokenizer}};
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
@@ -68,6 +69,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.max_bad_steps = j.at("max_bad_steps").get<int>();
   o.data = j.at("data");
   o.valid = j.at("valid");
+  o.tokenizer = j.value("tokenizer", "");
   return o;
 }
 

@@ -27,6 +27,8 @@ struct TrainOptions {
   double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
   nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
   nlohmann::json valid;     // same shape, or null
+  std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied
+                            // into every checkpoint
   std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
 
   // Fills the learning rates / betas / eps left at 0 from the hyperparameter rule.

@@ -11,6 +11,10 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/timer.hpp"
+#include "data/loader.hpp"
+#include "data/mixture.hpp"
+#include "data/shards.hpp"
+#include "data/tokenizer/tokenizer.hpp"
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
 
@@ -50,10 +54,35 @@ GroupNorms group_norms(const ParamTable& t, const float* x) {
 
 }  // namespace
 
-std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const ModelConfig& c) {
+std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const TrainOptions& o) {
   if (spec.is_null()) return nullptr;
+  const ModelConfig& c = o.model;
   const std::string kind = spec.value("kind", "");
-  if (kind == "rows") return make_rows_source(spec.at("path").get<std::string>(), c.seq_len, c.vocab_size);
+  if (kind == "rows")
+    return make_rows_source(spec.at("path").get<std::string>(), c.seq_len, c.vocab_size);
+  if (kind == "mixture") {
+    LoaderOptions lo;
+    lo.token_dir = spec.at("tokens").get<std::string>();
+    lo.seq_len = c.seq_len;
+    lo.rows_per_step = o.batch;
+    lo.total_steps = o.steps;
+    lo.seed = o.seed;
+    lo.vocab_size = uint32_t(c.vocab_size);
+    if (!o.tokenizer.empty()) lo.tokenizer_hash = Tokenizer::load(o.tokenizer).hash();
+    return std::make_unique<MixtureLoader>(MixtureConfig::from_json(spec.at("mixture"), "mixture"),
+                                           lo);
+  }
+  if (kind == "valid") {
+    // The validation split of the given domains, in order (the same rows at every evaluation).
+    const std::string dir = spec.at("tokens").get<std::string>();
+    const TokenManifest m = TokenManifest::load(dir);
+    std::vector<std::string> paths;
+    for (auto& d : spec.at("domains"))
+      for (auto& sh : m.find(d.get<std::string>(), "valid")) paths.push_back(m.path(sh));
+    if (paths.empty()) fail("{}: no validation shards for domains {}", dir, spec.at("domains").dump());
+    const uint64_t hash = o.tokenizer.empty() ? m.tokenizer_hash : Tokenizer::load(o.tokenizer).hash();
+    return std::make_unique<ValidationSource>(paths, c.seq_len, hash, uint32_t(c.vocab_size));
+  }
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
 }
 
@@ -66,9 +95,9 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir) {
   model_ = std::make_unique<Model<float>>(o.model, o.batch);
   model_->transport = o.transport;
   optimizer_ = std::make_unique<Optimizer>(model_->table(), o.optim);
-  data_ = make_batch_source(o.data, o.model);
+  data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--tokens or --data)");
-  valid_ = make_batch_source(o.valid, o.model);
+  valid_ = make_batch_source(o.valid, o);
   qb_ = QBBalancer(o.model.qb_bins);
   const size_t n = size_t(o.batch) * o.model.seq_len;
   tokens_.resize(n);
@@ -167,7 +196,7 @@ double Trainer::validate() {
   }
   model_->transport = t;
   valid_->restore(saved);
-  return ce / double(n);
+  return n > 0 ? ce / double(n) : -1;
 }
 
 TrainResult Trainer::run() {

@@ -56,6 +56,8 @@ class Trainer {
 };
 
 // Builds a batch source from a data spec ({"kind": "rows", "path": ...}, ...).
-std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const ModelConfig& c);
+// {"kind": "rows", "path"}, {"kind": "mixture", "tokens": TOKDIR, "mixture": {...}} or
+// {"kind": "valid", "tokens": TOKDIR, "domains": [...]}; null → nullptr.
+std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const TrainOptions& o);
 
 }  // namespace marin
