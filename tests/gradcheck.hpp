@@ -15,8 +15,8 @@ namespace marin::testing {
 
 struct GradTensor {
   std::string name;
-  double* value;         // perturbed in place (restored afterwards)
-  const double* grad;    // analytic gradient, same size
+  double* value;       // perturbed in place (restored afterwards)
+  const double* grad;  // analytic gradient, same size
   int64_t size;
 };
 

@@ -119,8 +119,7 @@ TEST(Config, ValidationNamesTheProblem) {
   EXPECT_NE(error_of({"rope_dim=3"}).find("rope_dim must be even"), std::string::npos);
   EXPECT_NE(error_of({"rope_dim=10"}).find("rope_dim (10) must not exceed head_dim (8)"),
             std::string::npos);
-  EXPECT_NE(error_of({"hidden_dim=abc"}).find("expected an integer, got 'abc'"),
-            std::string::npos);
+  EXPECT_NE(error_of({"hidden_dim=abc"}).find("expected an integer, got 'abc'"), std::string::npos);
   EXPECT_NE(error_of({"sconv_sites=k,foo"}).find("unknown site 'foo'"), std::string::npos);
   EXPECT_NE(error_of({"noequals"}).find("--set expects key=value"), std::string::npos);
   EXPECT_EQ(error_of({"hidden_dim=128", "sconv_sites=k"}), "");

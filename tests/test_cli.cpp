@@ -76,7 +76,8 @@ TEST(Cli, InitLoadsBackBitIdenticallyAndScores) {
   EXPECT_EQ(std::memcmp(expect.data(), got.data(), expect.size() * sizeof(float)), 0);
 
   write_tokens(tmp.str("rows.bin"), random_rows(5, int(c.seq_len), uint32_t(c.vocab_size)));
-  r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") + " --batch 2");
+  r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
+          " --batch 2");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"].get<int64_t>(), 5 * c.seq_len);
@@ -85,7 +86,8 @@ TEST(Cli, InitLoadsBackBitIdenticallyAndScores) {
   EXPECT_NEAR(j["loss"].get<double>(), j["ce"].get<double>() + 1e-4 * j["z"].get<double>(), 1e-9);
   // Deterministic: the same command gives the same line.
   EXPECT_EQ(run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
-                " --batch 2").out,
+                " --batch 2")
+                .out,
             r.out);
 }
 
@@ -116,7 +118,8 @@ TEST(Cli, NumpyReaderReadsInitOutput) {
 TEST(Cli, BadConfigsAreNamed) {
   auto r = run("plan --preset tiny --set top_k=8");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("top_k + 1 (9) must not exceed num_experts (8)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("top_k + 1 (9) must not exceed num_experts (8)"), std::string::npos)
+      << r.out;
   r = run("plan --preset nope");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("unknown preset 'nope'"), std::string::npos) << r.out;

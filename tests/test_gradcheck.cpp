@@ -107,7 +107,8 @@ TEST(GradCheck, GatedRMSNorm) {
                          P.c.gated_norm_rank, rows);
   auto x = random_vec(rows * d, 1);
   check_module(
-      P, "layers.1.attn_", x, rows * d, [&](const double* in, double* out) { n.forward(in, out, rows); },
+      P, "layers.1.attn_", x, rows * d,
+      [&](const double* in, double* out) { n.forward(in, out, rows); },
       [&](const double* dout, double* dx) { n.backward(dout, dx, rows, P.arena); }, "gated norm");
 }
 
@@ -121,7 +122,9 @@ TEST(GradCheck, SharedSwiGLU) {
   auto x = random_vec(rows * d, 2);
   check_module(
       P, "layers.0.shared.1.", x, rows * d,
-      [&](const double* in, double* out) { f.forward(in, rows, a.data(), b.data(), hh.data(), out, false); },
+      [&](const double* in, double* out) {
+        f.forward(in, rows, a.data(), b.data(), hh.data(), out, false);
+      },
       [&](const double* dout, double* dx) {
         f.backward(dout, x.data(), rows, a.data(), b.data(), hh.data(), dx, false, scratch.data());
       },
@@ -187,7 +190,9 @@ TEST(GradCheck, BlockWithSConvSites) {
   auto x = random_vec(rows * d, 6);
   check_module(
       P, "layers.1.", x, rows * d,
-      [&](const double* in, double* out) { blk.forward(in, seg.data(), out, B, Transport::Dropless); },
+      [&](const double* in, double* out) {
+        blk.forward(in, seg.data(), out, B, Transport::Dropless);
+      },
       [&](const double* dout, double* dx) { blk.backward(dout, dx, B, P.arena); }, "block", 24);
 }
 
@@ -209,7 +214,8 @@ TEST(GradCheck, WholeTinyModelPackedDocuments) {
   }
   std::vector<int32_t> tokens(B * S), labels(B * S);
   for (auto& t : tokens) t = int32_t(rng.next_u64() % c.vocab_size);
-  for (int i = 0; i < B * S; ++i) labels[i] = i % 11 == 10 ? -1 : int32_t(rng.next_u64() % c.vocab_size);
+  for (int i = 0; i < B * S; ++i)
+    labels[i] = i % 11 == 10 ? -1 : int32_t(rng.next_u64() % c.vocab_size);
   auto seg = packed_segments(B, S);
   Batch batch{B, tokens.data(), labels.data(), seg.data()};
   auto loss = [&] { return m.forward(batch).loss; };
@@ -218,7 +224,8 @@ TEST(GradCheck, WholeTinyModelPackedDocuments) {
   std::vector<GradTensor> tensors;
   for (auto& t : m.table().params())
     if (t.group != OptGroup::State)
-      tensors.push_back({t.name, m.params().data() + t.offset, m.grads().data() + t.offset, t.size});
+      tensors.push_back(
+          {t.name, m.params().data() + t.offset, m.grads().data() + t.offset, t.size});
   auto results = marin::testing::gradcheck(loss, tensors, 12);
   expect_all_below(results, "tiny model");
   // Every tensor of the table took part (nothing silently skipped).

@@ -54,14 +54,16 @@ const std::string kBase = " --preset tiny --batch 4 --steps 20 --seed 3";
 TEST(Train, LearnsAndLogsMetrics) {
   TempDir tmp("learn");
   write_rows(tmp.str("rows.bin"), 64);
-  auto r = run("train --preset tiny --batch 8 --steps 40 --tokens " + tmp.str("rows.bin") +
-               " --valid-tokens " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
+  auto r =
+      run("train --preset tiny --batch 8 --steps 40 --tokens " + tmp.str("rows.bin") +
+          " --valid-tokens " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto m = metrics(tmp.str("run"));
   ASSERT_EQ(m.size(), 40u);
   EXPECT_LT(m.back()["loss"].get<double>(), m.front()["loss"].get<double>() - 1.0);
   EXPECT_TRUE(m[19].contains("valid_ce"));
-  for (const char* k : {"loss", "ce", "z", "lr", "grad_norm", "param_norm", "router", "tokens_per_second"})
+  for (const char* k :
+       {"loss", "ce", "z", "lr", "grad_norm", "param_norm", "router", "tokens_per_second"})
     EXPECT_TRUE(m[5].contains(k)) << k;
   EXPECT_EQ(m[5]["router"].size(), 4u);  // one entry per layer
   EXPECT_TRUE(m[5]["router"][0].contains("drop_fraction"));
@@ -103,8 +105,8 @@ static pid_t spawn_train(const std::string& args) {
 TEST(Train, SigintSavesAndResumesExactly) {
   TempDir tmp("sigint");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string args = " train --preset tiny --batch 4 --steps 400 --seed 3 --tokens " +
-                           tmp.str("rows.bin");
+  const std::string args =
+      " train --preset tiny --batch 4 --steps 400 --seed 3 --tokens " + tmp.str("rows.bin");
   ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
   pid_t pid = spawn_train(args + " --out " + tmp.str("int"));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -122,14 +124,15 @@ TEST(Train, SigintSavesAndResumesExactly) {
 TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
   TempDir tmp("sigkill");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string args = " train --preset tiny --batch 4 --steps 150 --seed 3 --ckpt-every 1 --tokens " +
-                           tmp.str("rows.bin");
+  const std::string args =
+      " train --preset tiny --batch 4 --steps 150 --seed 3 --ckpt-every 1 --tokens " +
+      tmp.str("rows.bin");
   ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
   // Kill at several moments: with a checkpoint every step, some kills land inside a write.
   for (int delay_ms : {700, 1100, 1500}) {
-    pid_t pid = spawn_train(fs::exists(tmp.str("kill/checkpoints"))
-                                ? " train --resume " + tmp.str("kill")
-                                : args + " --out " + tmp.str("kill"));
+    pid_t pid =
+        spawn_train(fs::exists(tmp.str("kill/checkpoints")) ? " train --resume " + tmp.str("kill")
+                                                            : args + " --out " + tmp.str("kill"));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -143,8 +146,10 @@ TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
 TEST(Train, ForkChangesSettingsAndRecordsLineage) {
   TempDir tmp("fork");
   write_rows(tmp.str("rows.bin"), 48);
-  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " + tmp.str("rows.bin") +
-                " --out " + tmp.str("a")).code, 0);
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " +
+                tmp.str("rows.bin") + " --out " + tmp.str("a"))
+                .code,
+            0);
   auto r = run("train --fork-from " + tmp.str("a/checkpoints/step-00000010") +
                " --transport capacity --steps 30 --gate-router-wd --out " + tmp.str("b"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -177,7 +182,8 @@ TEST(Train, NonFiniteStepsAreSkippedThenStop) {
   EXPECT_TRUE(m[5].contains("skipped"));
   EXPECT_FALSE(m[6].contains("skipped"));
   // Three in a row: the run stops with a clear message; the last good checkpoint is intact.
-  r = run("train" + kBase + data + " --ckpt-every 5 --inject-nan-grad 7 8 9 --out " + tmp.str("three"));
+  r = run("train" + kBase + data + " --ckpt-every 5 --inject-nan-grad 7 8 9 --out " +
+          tmp.str("three"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("3 consecutive non-finite steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step-00000005"), std::string::npos) << r.out;
@@ -189,8 +195,10 @@ TEST(Train, NonFiniteStepsAreSkippedThenStop) {
 TEST(Train, DamagedCheckpointIsDetected) {
   TempDir tmp("damaged");
   write_rows(tmp.str("rows.bin"), 48);
-  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " + tmp.str("rows.bin") +
-                " --out " + tmp.str("run")).code, 0);
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " +
+                tmp.str("rows.bin") + " --out " + tmp.str("run"))
+                .code,
+            0);
   // Flip a byte of the newest checkpoint's weights: resume falls back to the older one and says so.
   const std::string f = tmp.str("run/checkpoints/step-00000020/model.safetensors");
   std::string bytes = marin::read_file(f);

@@ -101,11 +101,16 @@ int bench_model(BenchOptions o) {
   const double t_med = median(total), f_med = median(fwd);
   const double gflops = 3.0 * F * double(n) / t_med / 1e9;
   const double peak = kPeakGflopsPerCore * threads;
-  nlohmann::json j = {{"preset", o.model.preset},  {"batch", o.batch},
-                      {"seq_len", c.seq_len},      {"threads", threads},
-                      {"iters", o.iters},          {"fwd_bwd_seconds_median", t_med},
-                      {"fwd_seconds_median", f_med}, {"tokens_per_second", double(n) / t_med},
-                      {"model_gflops", gflops},    {"peak_gflops", peak},
+  nlohmann::json j = {{"preset", o.model.preset},
+                      {"batch", o.batch},
+                      {"seq_len", c.seq_len},
+                      {"threads", threads},
+                      {"iters", o.iters},
+                      {"fwd_bwd_seconds_median", t_med},
+                      {"fwd_seconds_median", f_med},
+                      {"tokens_per_second", double(n) / t_med},
+                      {"model_gflops", gflops},
+                      {"peak_gflops", peak},
                       {"fraction_of_peak", gflops / peak}};
   if (opt) {
     j["optimizer_seconds_median"] = median(opt_t);
@@ -122,8 +127,10 @@ int bench_model(BenchOptions o) {
   if (opt)
     fmt::print("  optimizer {:.1f} ms, of which Newton–Schulz {:.1f} ms = {:.1f}% of the step\n",
                median(opt_t) * 1e3, median(ns_t) * 1e3, 100 * median(ns_t) / t_med);
-  fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the {:.0f} GFLOP/s fp32 peak\n",
-             double(n) / t_med, gflops, 100 * gflops / peak, peak);
+  fmt::print(
+      "  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the {:.0f} GFLOP/s fp32 "
+      "peak\n",
+      double(n) / t_med, gflops, 100 * gflops / peak, peak);
   return 0;
 }
 
@@ -132,9 +139,10 @@ int bench_tokenizer(const BenchOptions& o) {
   if (files.empty()) fail("marin bench tokenizer: give --in FILE... (text or .jsonl)");
   if (o.vocab.empty()) fail("marin bench tokenizer: give --vocab (a .tiktoken or tokenizer.json)");
   const TokenizerBench r = bench_tokenizer_encode(o.vocab, files);
-  nlohmann::json j = {{"mb_per_s", r.mb_per_s}, {"bytes", r.bytes}, {"tokens", r.tokens},
+  nlohmann::json j = {{"mb_per_s", r.mb_per_s}, {"bytes", r.bytes},   {"tokens", r.tokens},
                       {"docs", r.docs},         {"passes", r.passes}, {"seconds", r.seconds}};
-  if (o.json) fmt::print("{}\n", j.dump());
+  if (o.json)
+    fmt::print("{}\n", j.dump());
   else
     fmt::print("tokenizer encode: {:.2f} MB/s single-threaded ({} docs, {} bytes, {} tokens)\n",
                r.mb_per_s, r.docs, r.bytes, r.tokens);
@@ -158,7 +166,8 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_flag("--json", o->json, "print one JSON object");
                 app.add_flag("--train", o->train,
                              "time the full training step (with the optimizer) and Newton–Schulz");
-                return [o] { return o->what == "tokenizer" ? bench_tokenizer(*o) : bench_model(*o); };
+                return
+                    [o] { return o->what == "tokenizer" ? bench_tokenizer(*o) : bench_model(*o); };
               });
 
 }  // namespace marin::cli

@@ -47,8 +47,10 @@ int run_plan(const PlanOptions& o) {
   int64_t muon = 0, adam = 0;  // the table holds names and shapes only: cheap even for the hero
   const ParamTable table(c);
   for (auto& p : table.params()) {
-    if (p.group == OptGroup::MuonH) muon += p.size;
-    else if (p.group != OptGroup::State) adam += p.size;
+    if (p.group == OptGroup::MuonH)
+      muon += p.size;
+    else if (p.group != OptGroup::State)
+      adam += p.size;
   }
   const int64_t weights = 4 * a.every_tensor, grads = 4 * a.every_tensor;
   const int64_t opt_state = 4 * (muon + 2 * adam);
@@ -95,8 +97,8 @@ int run_plan(const PlanOptions& o) {
   fmt::print("batch × seq    {} × {} = {} tokens/step\n", batch, c.seq_len, tokens_per_step);
   fmt::print("steps          {:>20}\n", steps);
   fmt::print("train FLOPs    {:>20.4e}\n", train_flops);
-  fmt::print("muonh_lr {:.3e}  adam_lr {:.3e}  beta1 {:.2f}  beta2 {:.4f}  eps {:.3e}\n", h.muonh_lr,
-             h.adam_lr, h.beta1, h.beta2, h.eps);
+  fmt::print("muonh_lr {:.3e}  adam_lr {:.3e}  beta1 {:.2f}  beta2 {:.4f}  eps {:.3e}\n",
+             h.muonh_lr, h.adam_lr, h.beta1, h.beta2, h.eps);
   fmt::print("memory (fp32)  weights {}B  grads {}B  optimizer {}B  activations {}B  total {}B\n",
              human(double(weights)), human(double(grads)), human(double(opt_state)),
              human(double(acts)), human(double(weights + grads + opt_state + acts)));
@@ -105,7 +107,8 @@ int run_plan(const PlanOptions& o) {
 
 }  // namespace
 
-MARIN_COMMAND(plan, "plan", "Parameter, FLOP, step, learning-rate and memory accounting of a config",
+MARIN_COMMAND(plan, "plan",
+              "Parameter, FLOP, step, learning-rate and memory accounting of a config",
               [](CLI::App& app) -> Runner {
                 auto o = std::make_shared<PlanOptions>();
                 o->model.add(app);

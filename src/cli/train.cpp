@@ -12,7 +12,8 @@ namespace {
 
 struct TrainCli {
   ModelOptions model;
-  std::string tokens, valid_tokens, data, token_dir, tokenizer, out, init, resume, fork_from, optimizer = "muonh";
+  std::string tokens, valid_tokens, data, token_dir, tokenizer, out, init, resume, fork_from,
+      optimizer = "muonh";
   std::string transport = "dropless", expert_radius = "layer";
   int batch = 8;
   int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4;
@@ -91,7 +92,9 @@ int run_train(const TrainCli& a) {
   } else {
     if (a.out.empty()) fail("give --out RUN_DIR for a new run (or --resume RUN_DIR)");
     if (a.tokens.empty() && a.data.empty())
-      fail("give training data: --tokens FILE (pre-tokenized rows) or --data MIXTURE --token-dir DIR");
+      fail(
+          "give training data: --tokens FILE (pre-tokenized rows) or --data MIXTURE --token-dir "
+          "DIR");
     TrainOptions o;
     apply(a, o, /*only_given=*/false);
     t = std::make_unique<Trainer>(o, a.out, a.init);
@@ -104,49 +107,53 @@ int run_train(const TrainCli& a) {
 
 }  // namespace
 
-MARIN_COMMAND(train, "train", "Train a model (new run, --resume RUN, or --fork-from CKPT)",
-              [](CLI::App& app) -> Runner {
-                auto a = std::make_shared<TrainCli>();
-                a->app = &app;
-                a->model.add(app);
-                app.add_option("--tokens", a->tokens, "training data: pre-tokenized rows (row s·B+i at step s)");
-                app.add_option("--valid-tokens", a->valid_tokens, "validation rows");
-                app.add_option("--data", a->data,
-                               "training data: a mixture config (TOML/JSON, see docs/data.md)");
-                app.add_option("--token-dir", a->token_dir, "token shards of --data (marin tokenize)");
-                app.add_option("--tokenizer", a->tokenizer,
-                               "tokenizer.json of the shards (checked, copied into checkpoints)");
-                app.add_option("--out", a->out, "run directory");
-                app.add_option("--init", a->init, "start from this model checkpoint");
-                app.add_option("--resume", a->resume, "continue the run in this directory");
-                app.add_option("--fork-from", a->fork_from,
-                               "start a new run (--out) from this checkpoint with the options given");
-                app.add_option("--batch", a->batch, "sequences per step")->default_val(8);
-                app.add_option("--steps", a->steps, "total steps (schedule horizon)")->default_val(100);
-                app.add_option("--seed", a->seed, "initialisation seed")->default_val(0);
-                app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")
-                    ->check(CLI::IsMember({"muonh", "adamw"}));
-                app.add_option("--muonh-lr", a->muonh_lr, "peak MuonH/AdamH rate (default: §5 rule)");
-                app.add_option("--adam-lr", a->adam_lr, "peak Adam rate (default: §5 rule)");
-                app.add_option("--adamw-wd", a->adamw_wd, "weight decay of the adamw baseline");
-                app.add_option("--expert-radius", a->expert_radius, "layer (default) or expert")
-                    ->check(CLI::IsMember({"layer", "expert"}));
-                app.add_flag("--gate-router-wd", a->gate_router_wd,
-                             "decay head gate and router weights by 0.02·(1 − t/T)");
-                app.add_option("--transport", a->transport, "dropless or capacity")
-                    ->check(CLI::IsMember({"dropless", "capacity"}));
-                app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
-                app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps");
-                app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps");
-                app.add_option("--eval-every", a->eval_every, "validate every N steps");
-                app.add_option("--eval-batches", a->eval_batches, "validation batches")->default_val(4);
-                app.add_option("--max-bad-steps", a->max_bad_steps,
-                               "consecutive non-finite steps before stopping")->default_val(3);
-                app.add_option("--time-limit", a->time_limit,
-                               "stop with a checkpoint after this many seconds");
-                app.add_option("--inject-nan-grad", a->inject_nan,
-                               "testing aid: poison the gradient at these steps")->group("");
-                return [a] { return run_train(*a); };
-              });
+MARIN_COMMAND(
+    train, "train", "Train a model (new run, --resume RUN, or --fork-from CKPT)",
+    [](CLI::App& app) -> Runner {
+      auto a = std::make_shared<TrainCli>();
+      a->app = &app;
+      a->model.add(app);
+      app.add_option("--tokens", a->tokens,
+                     "training data: pre-tokenized rows (row s·B+i at step s)");
+      app.add_option("--valid-tokens", a->valid_tokens, "validation rows");
+      app.add_option("--data", a->data,
+                     "training data: a mixture config (TOML/JSON, see docs/data.md)");
+      app.add_option("--token-dir", a->token_dir, "token shards of --data (marin tokenize)");
+      app.add_option("--tokenizer", a->tokenizer,
+                     "tokenizer.json of the shards (checked, copied into checkpoints)");
+      app.add_option("--out", a->out, "run directory");
+      app.add_option("--init", a->init, "start from this model checkpoint");
+      app.add_option("--resume", a->resume, "continue the run in this directory");
+      app.add_option("--fork-from", a->fork_from,
+                     "start a new run (--out) from this checkpoint with the options given");
+      app.add_option("--batch", a->batch, "sequences per step")->default_val(8);
+      app.add_option("--steps", a->steps, "total steps (schedule horizon)")->default_val(100);
+      app.add_option("--seed", a->seed, "initialisation seed")->default_val(0);
+      app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")
+          ->check(CLI::IsMember({"muonh", "adamw"}));
+      app.add_option("--muonh-lr", a->muonh_lr, "peak MuonH/AdamH rate (default: §5 rule)");
+      app.add_option("--adam-lr", a->adam_lr, "peak Adam rate (default: §5 rule)");
+      app.add_option("--adamw-wd", a->adamw_wd, "weight decay of the adamw baseline");
+      app.add_option("--expert-radius", a->expert_radius, "layer (default) or expert")
+          ->check(CLI::IsMember({"layer", "expert"}));
+      app.add_flag("--gate-router-wd", a->gate_router_wd,
+                   "decay head gate and router weights by 0.02·(1 − t/T)");
+      app.add_option("--transport", a->transport, "dropless or capacity")
+          ->check(CLI::IsMember({"dropless", "capacity"}));
+      app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
+      app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps");
+      app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps");
+      app.add_option("--eval-every", a->eval_every, "validate every N steps");
+      app.add_option("--eval-batches", a->eval_batches, "validation batches")->default_val(4);
+      app.add_option("--max-bad-steps", a->max_bad_steps,
+                     "consecutive non-finite steps before stopping")
+          ->default_val(3);
+      app.add_option("--time-limit", a->time_limit,
+                     "stop with a checkpoint after this many seconds");
+      app.add_option("--inject-nan-grad", a->inject_nan,
+                     "testing aid: poison the gradient at these steps")
+          ->group("");
+      return [a] { return run_train(*a); };
+    });
 
 }  // namespace marin::cli

@@ -11,7 +11,10 @@ namespace marin {
 template <class T>
 class Arena {
  public:
-  void reserve(size_t n) { buf_.resize(n); used_ = 0; }
+  void reserve(size_t n) {
+    buf_.resize(n);
+    used_ = 0;
+  }
   // n elements, 64-byte aligned, uninitialised (callers overwrite or zero what they need).
   T* take(size_t n) {
     size_t start = (used_ + 15) / 16 * 16;

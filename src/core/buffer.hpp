@@ -16,7 +16,9 @@ class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t n) { resize(n); }
-  Buffer(const Buffer& o) : Buffer(o.n_) { if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T)); }
+  Buffer(const Buffer& o) : Buffer(o.n_) {
+    if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T));
+  }
   Buffer& operator=(const Buffer& o) {
     if (this != &o) {
       resize(o.n_);
@@ -46,7 +48,9 @@ class Buffer {
     }
     zero();
   }
-  void zero() { if (n_) std::memset(static_cast<void*>(p_), 0, n_ * sizeof(T)); }
+  void zero() {
+    if (n_) std::memset(static_cast<void*>(p_), 0, n_ * sizeof(T));
+  }
 
   T* data() { return p_; }
   const T* data() const { return p_; }

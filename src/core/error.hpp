@@ -18,9 +18,9 @@ template <class... Args>
 }
 
 // A check that stays on in release builds (it guards user input, not internal invariants).
-#define MARIN_CHECK(cond, ...)                 \
-  do {                                         \
-    if (!(cond)) ::marin::fail(__VA_ARGS__);   \
+#define MARIN_CHECK(cond, ...)               \
+  do {                                       \
+    if (!(cond)) ::marin::fail(__VA_ARGS__); \
   } while (0)
 
 }  // namespace marin

@@ -10,11 +10,13 @@ namespace marin {
 TokenRows TokenRows::load(const std::string& path, int64_t seq_len, int64_t vocab_size) {
   const std::string bytes = read_file(path);
   const int64_t row_bytes = 4 * (seq_len + 1);
-  if (bytes.empty()) fail("{}: empty token file (expected rows of {} uint32 ids)", path, seq_len + 1);
+  if (bytes.empty())
+    fail("{}: empty token file (expected rows of {} uint32 ids)", path, seq_len + 1);
   if (int64_t(bytes.size()) % row_bytes != 0)
-    fail("{}: size {} bytes is not a multiple of (seq_len + 1) × 4 = {} (seq_len {}): not rows of "
-         "this model's length, or truncated",
-         path, bytes.size(), row_bytes, seq_len);
+    fail(
+        "{}: size {} bytes is not a multiple of (seq_len + 1) × 4 = {} (seq_len {}): not rows of "
+        "this model's length, or truncated",
+        path, bytes.size(), row_bytes, seq_len);
   TokenRows r;
   r.path = path;
   r.seq_len = seq_len;

@@ -72,8 +72,8 @@ struct AttnShape {
 // document are invisible). q, out: [B, S, H, hd]; k, v: [B, S, kv_stored, hd]; seg: [B, S];
 // lse: [B, H, S] (log-sum-exp of the scaled scores, saved for backward).
 template <class T>
-void attention_fwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T* out,
-                   T* lse);
+void attention_fwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
+                   T* out, T* lse);
 // Overwrites dq [B,S,H,hd], dk and dv [B,S,kv_stored,hd] (zero for unused stored heads).
 template <class T>
 void attention_bwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,

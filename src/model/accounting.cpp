@@ -41,7 +41,8 @@ int64_t forward_flops_per_token(const ModelConfig& c) {
 Accounting account(const ModelConfig& c) {
   Accounting a;
   a.active_params = c.num_layers * core_params(c, c.top_k);
-  a.headline_params = c.num_layers * core_params(c, c.num_experts) + 2 * c.vocab_size * c.hidden_dim;
+  a.headline_params =
+      c.num_layers * core_params(c, c.num_experts) + 2 * c.vocab_size * c.hidden_dim;
   a.every_tensor = every_tensor_params(c);
   a.fwd_flops_per_token = forward_flops_per_token(c);
   a.fwd_flops_no_head = a.fwd_flops_per_token - 2 * c.hidden_dim * c.vocab_size;

@@ -8,9 +8,9 @@
 namespace marin {
 
 struct Accounting {
-  int64_t active_params = 0;     // L·core(K)
-  int64_t headline_params = 0;   // L·core(E) + 2·V·d
-  int64_t every_tensor = 0;      // every stored tensor (gates, norms, SConv, router bias, ...)
+  int64_t active_params = 0;    // L·core(K)
+  int64_t headline_params = 0;  // L·core(E) + 2·V·d
+  int64_t every_tensor = 0;     // every stored tensor (gates, norms, SConv, router bias, ...)
   int64_t fwd_flops_per_token = 0;
   int64_t fwd_flops_no_head = 0;  // F_fwd − 2·d·V (the forecast's compute measure)
 };

@@ -4,12 +4,12 @@
 
 namespace marin {
 
-constexpr double kQKNormEps = 1e-6;   // rms() without gain, recipe notation
+constexpr double kQKNormEps = 1e-6;  // rms() without gain, recipe notation
 constexpr double kXsaEps = 1e-6;
 
 template <class T>
-AttentionLayer<T>::AttentionLayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer,
-                                  int B, int S)
+AttentionLayer<T>::AttentionLayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B,
+                                  int S)
     : c_(c), global_(c.is_global(layer)), S_(S) {
   const std::string p = fmt::format("layers.{}.attn.", layer);
   wq_ = bind(p + "wq");
@@ -113,10 +113,10 @@ void AttentionLayer<T>::backward(const T* dout, T* dx, int B, Arena<T>& arena) {
   const auto sh = shape(B);
   const i64 group = H / sh.kv_used;
 
-  T* dyg = arena.take(rows * qd);   // d(gated y)
-  T* dy = arena.take(rows * qd);    // d(attention output, pre-XSA)
+  T* dyg = arena.take(rows * qd);  // d(gated y)
+  T* dy = arena.take(rows * qd);   // d(attention output, pre-XSA)
   T* dq = arena.take(rows * qd);
-  T* dgl = arena.take(rows * H);    // d(gate logits)
+  T* dgl = arena.take(rows * H);  // d(gate logits)
   T* dk = arena.take(rows * kd);
   T* dv = arena.take(rows * kd);
   T* dv_xsa = arena.take_zeroed(rows * kd);

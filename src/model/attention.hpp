@@ -28,7 +28,8 @@ class AttentionLayer {
   const T* x_ = nullptr;
   const int32_t* seg_ = nullptr;
   // Saved activations (see forward for what each is).
-  Buffer<T> q_raw_, k_pre_, k_raw_, v_, rstd_q_, rstd_k_, qf_, kf_, y_, lse_, y_xsa_, sig_, y_gated_;
+  Buffer<T> q_raw_, k_pre_, k_raw_, v_, rstd_q_, rstd_k_, qf_, kf_, y_, lse_, y_xsa_, sig_,
+      y_gated_;
   kernels::AttnShape shape(int B) const;
 };
 

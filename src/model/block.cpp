@@ -1,7 +1,7 @@
 #include "model/block.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 namespace marin {
 
@@ -38,8 +38,8 @@ i64 Block<T>::scratch(const ModelConfig& c, i64 rows) {
 
 // out = h + SConv(x) (or h + x without the site); conv input x is the saved activation.
 template <class T>
-static void residual_add(const T* h, const T* x, const Weight<T>& conv, const int32_t* seg,
-                         T* out, int B, int S, i64 d, int k) {
+static void residual_add(const T* h, const T* x, const Weight<T>& conv, const int32_t* seg, T* out,
+                         int B, int S, i64 d, int k) {
   const i64 n = i64(B) * S * d;
   if (conv.w) {
     kernels::sconv_fwd(x, conv.w, seg, out, B, S, int(d), k);
@@ -88,8 +88,8 @@ void Block<T>::backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena) {
     ArenaScope<T> inner(arena);
     T* s = arena.take(3 * rows * c_.shared_dim);
     for (size_t j = 0; j < shared_.size(); ++j)
-      shared_[j].backward(dm, m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(),
-                          sh_h_[j].data(), dnorm_in, /*accumulate_dx=*/true, s);
+      shared_[j].backward(dm, m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
+                          dnorm_in, /*accumulate_dx=*/true, s);
   }
   mlp_norm_.backward(dnorm_in, dh_mid, rows, arena);
   for (i64 i = 0; i < n; ++i) dh_mid[i] += dh_out[i];

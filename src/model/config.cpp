@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <toml++/toml.h>
 #include <charconv>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <toml++/toml.h>
 
 #include "core/error.hpp"
 
@@ -21,17 +21,22 @@ struct Field {
 };
 
 const std::map<std::string, Field>& fields() {
-#define F(name, kind) {#name, {Field::kind, [](ModelConfig& c) -> void* { return &c.name; }}}
+#define F(name, kind)                                              \
+  {                                                                \
+#name, {                                                       \
+      Field::kind, [](ModelConfig& c) -> void* { return &c.name; } \
+    }                                                              \
+  }
   static const std::map<std::string, Field> f = {
-      F(hidden_dim, Int),         F(num_layers, Int),       F(num_heads, Int),
-      F(head_dim, Int),           F(kv_heads_local, Int),   F(kv_heads_global, Int),
-      F(sliding_window, Int),     F(global_every, Int),     F(rope_theta, Real),
-      F(rope_dim, Int),           F(qk_mult, Real),         F(sconv_kernel, Int),
-      F(sconv_sites, Sites),      F(num_experts, Int),      F(top_k, Int),
-      F(expert_dim, Int),         F(latent_dim, Int),       F(num_shared_experts, Int),
-      F(shared_dim, Int),         F(gated_norm_rank, Int),  F(combine_sum, Real),
-      F(qb_bins, Int),            F(capacity_factor, Real), F(vocab_size, Int),
-      F(seq_len, Int),            F(z_loss, Real),          F(init_scale, Real),
+      F(hidden_dim, Int),     F(num_layers, Int),       F(num_heads, Int),
+      F(head_dim, Int),       F(kv_heads_local, Int),   F(kv_heads_global, Int),
+      F(sliding_window, Int), F(global_every, Int),     F(rope_theta, Real),
+      F(rope_dim, Int),       F(qk_mult, Real),         F(sconv_kernel, Int),
+      F(sconv_sites, Sites),  F(num_experts, Int),      F(top_k, Int),
+      F(expert_dim, Int),     F(latent_dim, Int),       F(num_shared_experts, Int),
+      F(shared_dim, Int),     F(gated_norm_rank, Int),  F(combine_sum, Real),
+      F(qb_bins, Int),        F(capacity_factor, Real), F(vocab_size, Int),
+      F(seq_len, Int),        F(z_loss, Real),          F(init_scale, Real),
   };
 #undef F
   return f;
@@ -75,7 +80,9 @@ std::vector<std::string> split_sites(const std::string& v) {
   return out;
 }
 
-ModelConfig base_preset() { return ModelConfig{}; }
+ModelConfig base_preset() {
+  return ModelConfig{};
+}
 
 }  // namespace
 
@@ -101,9 +108,15 @@ void ModelConfig::set(const std::string& key, const std::string& value) {
   const Field& f = field(key, "--set");
   void* p = f.ptr(*this);
   switch (f.kind) {
-    case Field::Int: *static_cast<int64_t*>(p) = parse_int(key, value); break;
-    case Field::Real: *static_cast<double*>(p) = parse_real(key, value); break;
-    case Field::Sites: *static_cast<std::vector<std::string>*>(p) = split_sites(value); break;
+    case Field::Int:
+      *static_cast<int64_t*>(p) = parse_int(key, value);
+      break;
+    case Field::Real:
+      *static_cast<double*>(p) = parse_real(key, value);
+      break;
+    case Field::Sites:
+      *static_cast<std::vector<std::string>*>(p) = split_sites(value);
+      break;
   }
 }
 
@@ -113,9 +126,15 @@ nlohmann::json ModelConfig::to_json() const {
   for (auto& [k, f] : fields()) {
     void* p = f.ptr(copy);
     switch (f.kind) {
-      case Field::Int: j[k] = *static_cast<int64_t*>(p); break;
-      case Field::Real: j[k] = *static_cast<double*>(p); break;
-      case Field::Sites: j[k] = *static_cast<std::vector<std::string>*>(p); break;
+      case Field::Int:
+        j[k] = *static_cast<int64_t*>(p);
+        break;
+      case Field::Real:
+        j[k] = *static_cast<double*>(p);
+        break;
+      case Field::Sites:
+        j[k] = *static_cast<std::vector<std::string>*>(p);
+        break;
     }
   }
   return j;
@@ -166,8 +185,10 @@ ModelConfig ModelConfig::from_toml_file(const std::string& path) {
   nlohmann::json j = nlohmann::json::object();
   for (auto& [k, v] : *m) {
     std::string key(k.str());
-    if (v.is_integer()) j[key] = v.as_integer()->get();
-    else if (v.is_floating_point()) j[key] = v.as_floating_point()->get();
+    if (v.is_integer())
+      j[key] = v.as_integer()->get();
+    else if (v.is_floating_point())
+      j[key] = v.as_floating_point()->get();
     else if (v.is_array()) {
       auto arr = nlohmann::json::array();
       for (auto& e : *v.as_array()) {
@@ -213,9 +234,10 @@ void ModelConfig::validate() const {
   if (num_heads % kv_heads_global != 0)
     fail("kv_heads_global ({}) must divide num_heads ({})", kv_heads_global, num_heads);
   if (kv_heads_global > kv_heads_local)
-    fail("kv_heads_global ({}) must not exceed kv_heads_local ({}): global layers use the first "
-         "kv_heads_global of the kv_heads_local stored heads",
-         kv_heads_global, kv_heads_local);
+    fail(
+        "kv_heads_global ({}) must not exceed kv_heads_local ({}): global layers use the first "
+        "kv_heads_global of the kv_heads_local stored heads",
+        kv_heads_global, kv_heads_local);
   if (top_k + 1 > num_experts)
     fail("top_k + 1 ({}) must not exceed num_experts ({}): selection takes the top K+1", top_k + 1,
          num_experts);
@@ -301,14 +323,14 @@ PresetRun preset_run(const std::string& name) {
 ModelConfig resolve_config(const std::string& preset, const std::string& config_path,
                            const std::vector<std::string>& overrides) {
   ModelConfig c;
-  if (!preset.empty() && !config_path.empty())
-    fail("give either --preset or --config, not both");
-  if (!config_path.empty()) c = ModelConfig::from_toml_file(config_path);
-  else c = ModelConfig::preset(preset.empty() ? "tiny" : preset);
+  if (!preset.empty() && !config_path.empty()) fail("give either --preset or --config, not both");
+  if (!config_path.empty())
+    c = ModelConfig::from_toml_file(config_path);
+  else
+    c = ModelConfig::preset(preset.empty() ? "tiny" : preset);
   for (auto& kv : overrides) {
     auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      fail("--set expects key=value, got '{}'", kv);
+    if (eq == std::string::npos || eq == 0) fail("--set expects key=value, got '{}'", kv);
     c.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
   c.validate();

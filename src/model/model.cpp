@@ -31,8 +31,8 @@ Model<T>::Model(const ModelConfig& c, int max_batch)
   labels_.resize(rows);
   safe_labels_.resize(rows);
   seg_.resize(rows);
-  arena_.reserve(3 * rows * d + std::max(Block<T>::scratch(c, rows),
-                                         GatedRMSNorm<T>::scratch(d, r, rows)));
+  arena_.reserve(3 * rows * d +
+                 std::max(Block<T>::scratch(c, rows), GatedRMSNorm<T>::scratch(d, r, rows)));
 }
 
 template <class T>
@@ -62,7 +62,8 @@ LossStats Model<T>::forward(const Batch& b) {
   int64_t count = 0;
   for (i64 i = 0; i < rows; ++i) {
     const int32_t t = b.tokens[i], lab = b.labels[i];
-    if (t < 0 || t >= V) fail("token id {} at position {} is outside the vocabulary [0, {})", t, i, V);
+    if (t < 0 || t >= V)
+      fail("token id {} at position {} is outside the vocabulary [0, {})", t, i, V);
     if (lab >= V) fail("label id {} at position {} is outside the vocabulary [0, {})", lab, i, V);
     tokens_[i] = t;
     labels_[i] = lab;
@@ -76,11 +77,12 @@ LossStats Model<T>::forward(const Batch& b) {
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
   const T* E = param("embed.weight");
 #pragma omp parallel for schedule(static)
-  for (i64 i = 0; i < rows; ++i) std::copy(E + tokens_[i] * d, E + (tokens_[i] + 1) * d, embed_.data() + i * d);
+  for (i64 i = 0; i < rows; ++i)
+    std::copy(E + tokens_[i] * d, E + (tokens_[i] + 1) * d, embed_.data() + i * d);
   embed_norm_.forward(embed_.data(), hs_.data(), rows);
   for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d,
-                        B_, transport);
+    blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
+                        transport);
   final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
   linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);

@@ -1,8 +1,8 @@
 #include "model/params.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
 #include <xxhash.h>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -11,10 +11,14 @@ namespace marin {
 
 const char* group_name(OptGroup g) {
   switch (g) {
-    case OptGroup::MuonH: return "muonh";
-    case OptGroup::AdamH: return "adamh";
-    case OptGroup::Adam: return "adam";
-    case OptGroup::State: return "state";
+    case OptGroup::MuonH:
+      return "muonh";
+    case OptGroup::AdamH:
+      return "adamh";
+    case OptGroup::Adam:
+      return "adam";
+    case OptGroup::State:
+      return "state";
   }
   return "?";
 }

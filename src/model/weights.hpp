@@ -46,8 +46,8 @@ void linear_bwd(const T* dy, const T* x, const T* W, T* dx, T* dW, i64 rows, i64
                 bool accumulate_dx = false) {
   kernels::gemm<T>(true, false, in, out, rows, T(1), x, in, dy, out, T(1), dW, out);
   if (dx)
-    kernels::gemm<T>(false, true, rows, in, out, T(1), dy, out, W, out,
-                     accumulate_dx ? T(1) : T(0), dx, in);
+    kernels::gemm<T>(false, true, rows, in, out, T(1), dy, out, W, out, accumulate_dx ? T(1) : T(0),
+                     dx, in);
 }
 
 template <class T>

@@ -33,7 +33,8 @@ LearningRates Optimizer::rates(int64_t step) const {
 static bool is_gate_or_router(const std::string& name) {
   auto ends = [&](const char* s) {
     const std::string suf(s);
-    return name.size() >= suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
+    return name.size() >= suf.size() &&
+           name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
   };
   return ends(".attn.gate") || ends(".moe.router");
 }

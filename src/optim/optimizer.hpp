@@ -13,13 +13,14 @@
 namespace marin {
 
 struct OptimConfig {
-  std::string kind = "muonh";  // "muonh" (the recipe) or "adamw" (baseline)
+  std::string kind = "muonh";        // "muonh" (the recipe) or "adamw" (baseline)
   double muonh_lr = 0, adam_lr = 0;  // peak learning rates
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   optim::RadiusScope expert_radius = optim::RadiusScope::kLayer;
-  bool gate_router_wd = false;  // the hero's optional decay on head gate + router (from step 58,014)
-  double adamw_wd = 0.1;        // decoupled decay of the adamw baseline
-  int64_t total_steps = 1;      // schedule horizon N
+  bool gate_router_wd =
+      false;                // the hero's optional decay on head gate + router (from step 58,014)
+  double adamw_wd = 0.1;    // decoupled decay of the adamw baseline
+  int64_t total_steps = 1;  // schedule horizon N
 };
 
 struct LearningRates {

@@ -1,6 +1,7 @@
 #pragma once
 // Full training checkpoints inside a run directory:
-//   RUN/checkpoints/step-00000120/{config.json, model.safetensors, optimizer.safetensors, state.json}
+//   RUN/checkpoints/step-00000120/{config.json, model.safetensors, optimizer.safetensors,
+//   state.json}
 // The model files are the public format (formats.md); optimizer.safetensors holds the flat Adam /
 // momentum buffers ("m", "v") in the parameter layout; state.json holds the step, the training
 // options, the data position and the xxh64 of the two safetensors files. A checkpoint is written

@@ -14,14 +14,14 @@ struct TrainOptions {
   ModelConfig model;
   std::string preset;
   int batch = 8;
-  int64_t steps = 100;   // schedule horizon N
+  int64_t steps = 100;  // schedule horizon N
   uint64_t seed = 0;
-  OptimConfig optim;     // learning rates 0 → the §5 rule
+  OptimConfig optim;  // learning rates 0 → the §5 rule
   Transport transport = Transport::Dropless;
-  bool qb = true;        // QB router balancing (recipe §4)
-  int64_t ckpt_every = 0;   // rolling checkpoint period (0: only at the end / on SIGINT)
-  int64_t keep_every = 0;   // permanent checkpoint period (0: none)
-  int64_t eval_every = 0;   // validation period (0: only at the end when validation data exists)
+  bool qb = true;          // QB router balancing (recipe §4)
+  int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
+  int64_t keep_every = 0;  // permanent checkpoint period (0: none)
+  int64_t eval_every = 0;  // validation period (0: only at the end when validation data exists)
   int64_t eval_batches = 4;
   int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
   double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none

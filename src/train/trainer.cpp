@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-void on_sigint(int) { g_interrupted = true; }
+void on_sigint(int) {
+  g_interrupted = true;
+}
 
 std::string format_duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
@@ -79,8 +81,10 @@ std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const
     std::vector<std::string> paths;
     for (auto& d : spec.at("domains"))
       for (auto& sh : m.find(d.get<std::string>(), "valid")) paths.push_back(m.path(sh));
-    if (paths.empty()) fail("{}: no validation shards for domains {}", dir, spec.at("domains").dump());
-    const uint64_t hash = o.tokenizer.empty() ? m.tokenizer_hash : Tokenizer::load(o.tokenizer).hash();
+    if (paths.empty())
+      fail("{}: no validation shards for domains {}", dir, spec.at("domains").dump());
+    const uint64_t hash =
+        o.tokenizer.empty() ? m.tokenizer_hash : Tokenizer::load(o.tokenizer).hash();
     return std::make_unique<ValidationSource>(paths, c.seq_len, hash, uint32_t(c.vocab_size));
   }
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
@@ -203,9 +207,9 @@ TrainResult Trainer::run() {
   TrainResult res;
   g_interrupted = false;
   auto old_handler = std::signal(SIGINT, on_sigint);
-  write_file_atomic(run_dir_ + "/run.json", nlohmann::json({{"options", opt_.to_json()},
-                                                           {"lineage", lineage_}})
-                                                  .dump(2) + "\n");
+  write_file_atomic(
+      run_dir_ + "/run.json",
+      nlohmann::json({{"options", opt_.to_json()}, {"lineage", lineage_}}).dump(2) + "\n");
   const bool tty = isatty(fileno(stderr));
   const ModelConfig& c = opt_.model;
   const int64_t tokens_per_step = int64_t(opt_.batch) * c.seq_len;
@@ -222,8 +226,8 @@ TrainResult Trainer::run() {
       if (bad == step_) grads[0] = std::nanf("");
     const GroupNorms gn = group_norms(model_->table(), grads.data());
     const bool finite = std::isfinite(s.loss) && std::isfinite(gn.sq[0] + gn.sq[1] + gn.sq[2]);
-    nlohmann::json m = {{"step", step_},     {"loss", s.loss}, {"ce", s.ce},
-                        {"z", s.z},          {"tokens", s.tokens}};
+    nlohmann::json m = {
+        {"step", step_}, {"loss", s.loss}, {"ce", s.ce}, {"z", s.z}, {"tokens", s.tokens}};
     const LearningRates lr = optimizer_->rates(step_);
     m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
     if (finite) {
@@ -242,7 +246,8 @@ TrainResult Trainer::run() {
     } else {
       ++bad_in_row;
       m["skipped"] = "non-finite loss or gradient";
-      fmt::print(stderr, "\nmarin: step {}: non-finite loss or gradient, update skipped ({} in a row)\n",
+      fmt::print(stderr,
+                 "\nmarin: step {}: non-finite loss or gradient, update skipped ({} in a row)\n",
                  step_, bad_in_row);
     }
     ++step_;
@@ -254,12 +259,13 @@ TrainResult Trainer::run() {
       write_metrics(m);
       std::signal(SIGINT, old_handler);
       auto last = latest_checkpoint(run_dir_);
-      fail("{} consecutive non-finite steps (last at step {}): stopping; the last good checkpoint "
-           "is {}",
-           bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
+      fail(
+          "{} consecutive non-finite steps (last at step {}): stopping; the last good checkpoint "
+          "is {}",
+          bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
     }
-    const bool eval_now = valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) ||
-                                     step_ == opt_.steps);
+    const bool eval_now =
+        valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) || step_ == opt_.steps);
     if (eval_now) {
       res.last_valid_ce = validate();
       m["valid_ce"] = res.last_valid_ce;

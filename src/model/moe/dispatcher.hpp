@@ -17,12 +17,12 @@ const char* transport_name(Transport t);
 
 struct DispatchPlan {
   int64_t E = 0, K = 0, rows = 0;
-  Buffer<int64_t> offsets;     // [E+1]: expert e owns grouped rows offsets[e] .. offsets[e+1]
-  Buffer<int32_t> row_token;   // [rows·K] grouped row → token
-  Buffer<int32_t> row_slot;    // [rows·K] grouped row → slot k of that token
-  Buffer<int64_t> slot_row;    // [rows·K] (token, k) → grouped row, −1 when dropped
-  Buffer<int64_t> requested;   // [E] assignments each expert was asked for (its load)
-  Buffer<int64_t> cursor;      // [E] scratch for the counting sort
+  Buffer<int64_t> offsets;    // [E+1]: expert e owns grouped rows offsets[e] .. offsets[e+1]
+  Buffer<int32_t> row_token;  // [rows·K] grouped row → token
+  Buffer<int32_t> row_slot;   // [rows·K] grouped row → slot k of that token
+  Buffer<int64_t> slot_row;   // [rows·K] (token, k) → grouped row, −1 when dropped
+  Buffer<int64_t> requested;  // [E] assignments each expert was asked for (its load)
+  Buffer<int64_t> cursor;     // [E] scratch for the counting sort
   int64_t kept = 0, dropped = 0;
 
   void reserve(int64_t max_rows, int64_t E, int64_t K);

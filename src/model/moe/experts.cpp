@@ -21,8 +21,14 @@ GroupedExperts<T>::GroupedExperts(const Binder<T>& bind, const ModelConfig& c, i
 template <class T>
 SwiGLUFFN<T> GroupedExperts<T>::expert(i64 e) const {
   const i64 m = l_ * ed_;
-  return {wg_.w + e * m, wu_.w + e * m, wd_.w + e * m, wg_.g + e * m, wu_.g + e * m,
-          wd_.g + e * m, l_, ed_};
+  return {wg_.w + e * m,
+          wu_.w + e * m,
+          wd_.w + e * m,
+          wg_.g + e * m,
+          wu_.g + e * m,
+          wd_.g + e * m,
+          l_,
+          ed_};
 }
 
 template <class T>

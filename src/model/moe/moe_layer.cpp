@@ -24,8 +24,8 @@ MoELayer<T>::MoELayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer
 template <class T>
 i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows) {
   const i64 l = c.latent_dim, A = rows * c.top_k;
-  return 3 * rows * l + 2 * A * l + rows * c.top_k + 3 * A * c.expert_dim +
-         rows * c.num_experts + 512;
+  return 3 * rows * l + 2 * A * l + rows * c.top_k + 3 * A * c.expert_dim + rows * c.num_experts +
+         512;
 }
 
 template <class T>

@@ -1,7 +1,7 @@
 #include "model/moe/router.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <numeric>
 
 namespace marin {

@@ -14,12 +14,12 @@ namespace marin {
 template <class T>
 struct Routing {
   i64 rows = 0, E = 0, K = 0;
-  Buffer<T> logits;          // [rows, E] unbiased s
-  Buffer<int32_t> expert;    // [rows, K] selected experts e_k
-  Buffer<T> alpha;           // [rows] the (K+1)-th biased value α_t
-  Buffer<T> prob;            // [rows, K] σ(s_{e_k})
-  Buffer<T> weight;          // [rows, K] combine weights w_k
-  Buffer<T> prob_sum;        // [rows] Σ_k σ + 1e-9
+  Buffer<T> logits;        // [rows, E] unbiased s
+  Buffer<int32_t> expert;  // [rows, K] selected experts e_k
+  Buffer<T> alpha;         // [rows] the (K+1)-th biased value α_t
+  Buffer<T> prob;          // [rows, K] σ(s_{e_k})
+  Buffer<T> weight;        // [rows, K] combine weights w_k
+  Buffer<T> prob_sum;      // [rows] Σ_k σ + 1e-9
 };
 
 template <class T>
