@@ -1,0 +1,259 @@
+// marin eval: per-domain loss and bits per byte of a checkpoint over the evaluation domains of a
+// token directory, with the contamination audit whenever the training data is known
+// (docs/evaluation.md).
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "data/mixture.hpp"
+#include "data/shards.hpp"
+#include "data/tokenizer/tokenizer.hpp"
+#include "eval/contamination.hpp"
+#include "eval/domain_eval.hpp"
+#include "train/checkpoint.hpp"
+
+namespace marin::cli {
+namespace {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct EvalArgs {
+  std::string checkpoint, tokens, corpus, json_out, tokenizer, run;
+  std::vector<std::string> domains;
+  int64_t stride = 0;
+  int batch = 8;
+  std::string train_corpus, mixture;
+  std::vector<std::string> train_domains;
+  int ngram = 13;
+  double threshold = 0;
+  double fp_rate = 1e-6;
+  double bloom_mb = 2048;
+  bool no_audit = false, skip_empty = false, quiet = false;
+  int threads = 2;
+};
+
+// The training options of the run a checkpoint belongs to: CKPT/state.json (a run checkpoint),
+// else RUN/run.json for --run RUN or for CKPT = RUN/checkpoints/step-N.
+std::optional<std::pair<json, std::string>> run_options(const EvalArgs& a) {
+  std::vector<fs::path> candidates;
+  if (!a.run.empty()) {
+    candidates.push_back(fs::path(a.run) / "run.json");
+  } else {
+    candidates.push_back(fs::path(a.checkpoint) / "state.json");
+    const fs::path parent = fs::absolute(a.checkpoint).lexically_normal().parent_path();
+    if (parent.filename() == "checkpoints") candidates.push_back(parent.parent_path() / "run.json");
+  }
+  for (const fs::path& p : candidates) {
+    if (!fs::exists(p)) continue;
+    json j;
+    try {
+      j = json::parse(read_file(p.string()));
+    } catch (const json::exception& e) {
+      fail("{}: not JSON: {}", p.string(), e.what());
+    }
+    if (j.contains("options") && j["options"].is_object())
+      return std::pair{j["options"], p.string()};
+  }
+  if (!a.run.empty()) fail("--run {}: no run.json with \"options\" there", a.run);
+  return std::nullopt;
+}
+
+std::vector<eval::TrainSource> mixture_sources(const MixtureConfig& mix) {
+  std::vector<eval::TrainSource> out;
+  for (size_t i = 0; i < mix.sources.size(); ++i) {
+    bool used = false;
+    for (const auto& ph : mix.phases) used |= i < ph.weights.size() && ph.weights[i] > 0;
+    if (used) out.push_back({mix.sources[i].domain, mix.sources[i].split});
+  }
+  return out;
+}
+
+std::string existing_dir(const std::string& p) {
+  return !p.empty() && fs::is_directory(p) ? p : "";
+}
+
+int run_eval(EvalArgs a) {
+  const ModelConfig cfg = load_config(a.checkpoint);
+  // Where the training data is described, in order: --train-domains, --mixture, the run.
+  std::optional<eval::TrainText> train;
+  std::string train_from;
+  const auto run = (a.train_domains.empty() && a.mixture.empty()) || a.tokens.empty()
+                       ? run_options(a)
+                       : std::nullopt;
+  std::string run_tokens;
+  std::optional<MixtureConfig> run_mix;
+  if (run) {
+    const json& data = run->first.value("data", json());
+    if (data.is_object() && data.value("kind", "") == "mixture") {
+      run_tokens = data.value("tokens", "");
+      if (data.contains("mixture"))
+        run_mix = MixtureConfig::from_json(data["mixture"], run->second + ":data.mixture");
+    }
+  }
+  if (a.tokens.empty()) a.tokens = run_tokens;
+  MARIN_CHECK(!a.tokens.empty(),
+              "eval: --tokens is required (no run directory with a mixture to take it from)");
+  const TokenManifest man = TokenManifest::load(a.tokens);
+  if (a.corpus.empty()) a.corpus = existing_dir(man.corpus);
+
+  if (!a.no_audit) {
+    if (!a.train_domains.empty()) {
+      train = eval::TrainText::of_domains(a.train_corpus, a.train_domains);
+      train_from = "--train-domains";
+    } else if (!a.mixture.empty()) {
+      train = eval::TrainText{a.train_corpus, mixture_sources(MixtureConfig::load(a.mixture))};
+      train_from = a.mixture;
+    } else if (run_mix) {
+      train = eval::TrainText{a.train_corpus, mixture_sources(*run_mix)};
+      train_from = run->second;
+      if (train->corpus.empty() && !run_tokens.empty())
+        train->corpus = existing_dir(TokenManifest::load(run_tokens).corpus);
+    }
+    if (train && train->corpus.empty()) train->corpus = a.corpus;
+    if (train && train->corpus.empty())
+      fail("eval: the training text is needed for the contamination audit: give --train-corpus");
+    if (train && a.corpus.empty())
+      fail(
+          "eval: the evaluation text is needed for the contamination audit: give --corpus "
+          "(the manifest of {} names {}, which does not exist here)",
+          a.tokens, man.corpus);
+  }
+
+  // The tokenizer check.
+  uint64_t tok_hash = 0;
+  std::string tok_path = a.tokenizer;
+  if (tok_path.empty() && fs::exists(fs::path(a.checkpoint) / "tokenizer.json"))
+    tok_path = (fs::path(a.checkpoint) / "tokenizer.json").string();
+  if (!tok_path.empty()) {
+    tok_hash = Tokenizer::load(tok_path).hash();
+    if (tok_hash != man.tokenizer_hash)
+      fail(
+          "tokenizer mismatch: {} has hash {:016x} but the token shards in {} were made with a "
+          "tokenizer of hash {:016x}; re-tokenize the corpus with the checkpoint's tokenizer "
+          "(marin tokenize --vocab {}) or pass the matching --tokens",
+          tok_path, tok_hash, a.tokens, man.tokenizer_hash, tok_path);
+  } else if (!a.quiet) {
+    fmt::print(stderr,
+               "marin: warning: {} has no tokenizer.json: the shards' tokenizer ({:016x}) is not "
+               "checked against the model's\n",
+               a.checkpoint, man.tokenizer_hash);
+  }
+
+  MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);
+  Model<float> m(cfg, a.batch);
+  load_params(a.checkpoint, m.table(), m.params().data());
+
+  std::optional<eval::NgramIndex> index;
+  if (train) {
+    eval::IndexOptions io;
+    io.n = a.ngram;
+    io.target_fp = a.fp_rate;
+    io.max_bytes = uint64_t(a.bloom_mb * double(1 << 20));
+    io.threads = a.threads;
+    io.progress = !a.quiet;
+    index = eval::build_ngram_index(*train, io);
+  }
+
+  eval::EvalOptions o;
+  o.token_dir = a.tokens;
+  o.domains = a.domains;
+  o.corpus = a.corpus;
+  o.stride = a.stride;
+  o.tokenizer_hash = tok_hash;
+  o.skip_empty = a.skip_empty;
+  o.index = index ? &*index : nullptr;
+  o.threshold = a.threshold;
+  o.progress = !a.quiet;
+  const eval::EvalReport rep = eval::evaluate_domains(m, o);
+
+  fmt::print("checkpoint {} on {} ({} text: {})\n", a.checkpoint, a.tokens,
+             a.corpus.empty() ? "no" : "with", a.corpus.empty() ? "-" : a.corpus);
+  if (index) {
+    std::vector<std::string> src;
+    for (const auto& s : index->source.sources) src.push_back(s.domain + ":" + s.split);
+    fmt::print(
+        "contamination audit: {}-grams of {} ({}; from {}): {} n-grams, Bloom filter {:.1f} MB, "
+        "k = {}, false-positive rate {:.2e} per n-gram\n",
+        index->n, index->source.corpus, fmt::join(src, ", "), train_from, index->ngrams,
+        double(index->bloom.bytes()) / 1e6, index->bloom.k(), index->bloom.fp_rate());
+  } else {
+    fmt::print(
+        "contamination audit: off ({}training data unknown: give --train-corpus with "
+        "--train-domains or --mixture, or a checkpoint of a run directory)\n",
+        a.no_audit ? "--no-audit; " : "");
+  }
+  fmt::print("{}", rep.table());
+  if (!a.json_out.empty()) {
+    json j = rep.to_json();
+    j["checkpoint"] = a.checkpoint;
+    j["tokens"] = a.tokens;
+    j["corpus"] = a.corpus;
+    j["tokenizer_hash"] = fmt::format("{:016x}", man.tokenizer_hash);
+    j["tokenizer_checked"] = !tok_path.empty();
+    if (index) j["audit"]["from"] = train_from;
+    write_file_atomic(a.json_out, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+MARIN_COMMAND(
+    eval, "eval",
+    "Per-domain loss and bits per byte of a checkpoint (dropless), with a contamination audit",
+    [](CLI::App& app) -> Runner {
+      auto a = std::make_shared<EvalArgs>();
+      app.add_option("--checkpoint", a->checkpoint,
+                     "model directory (config.json, "
+                     "model.safetensors [, tokenizer.json])")
+          ->required();
+      app.add_option("--tokens", a->tokens,
+                     "token directory (marin tokenize); default: the run's training tokens");
+      app.add_option("--domains", a->domains,
+                     "evaluation domains (default: every domain with "
+                     "valid shards)")
+          ->delimiter(',');
+      app.add_option("--corpus", a->corpus,
+                     "text corpus of the token directory (default: the manifest's, if present)");
+      app.add_option("--stride", a->stride,
+                     "sliding-window stride for documents longer than seq_len (default seq_len/2)");
+      app.add_option("--batch", a->batch, "rows per forward pass")->capture_default_str();
+      app.add_option("--json", a->json_out, "write the JSON report here");
+      app.add_option("--train-corpus", a->train_corpus,
+                     "text corpus of the training data (default: the evaluation corpus)");
+      app.add_option("--train-domains", a->train_domains, "training domains (train split)")
+          ->delimiter(',');
+      app.add_option("--mixture", a->mixture,
+                     "mixture config of the run (its sources with a positive weight are the "
+                     "training data)");
+      app.add_option("--run", a->run,
+                     "run directory whose run.json describes the training data (default: found "
+                     "from the checkpoint)");
+      app.add_option("--ngram", a->ngram, "n of the contamination n-grams")->capture_default_str();
+      app.add_option("--threshold", a->threshold,
+                     "contaminated when the fraction of a document's n-grams seen in training "
+                     "is above this")
+          ->capture_default_str();
+      app.add_option("--fp-rate", a->fp_rate, "target Bloom filter false-positive rate per n-gram")
+          ->capture_default_str();
+      app.add_option("--bloom-mb", a->bloom_mb, "cap on the Bloom filter size (MiB)")
+          ->capture_default_str();
+      app.add_option("--tokenizer", a->tokenizer,
+                     "tokenizer to check the shards against (default: CHECKPOINT/tokenizer.json)");
+      app.add_flag("--no-audit", a->no_audit, "skip the contamination audit");
+      app.add_flag("--skip-empty", a->skip_empty,
+                   "skip a domain with nothing to score (with a warning) instead of failing");
+      app.add_option("--threads", a->threads, "threads for the n-gram index")
+          ->capture_default_str();
+      app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
+      return [a] { return run_eval(*a); };
+    });
+
+}  // namespace marin::cli
