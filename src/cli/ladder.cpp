@@ -1,0 +1,84 @@
+// marin ladder: trains the rungs of a scaling ladder (recipe.md §9, docs/scaling.md) in order,
+// resumably, and writes DIR/ladder.json with every rung's compute and loss curve.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "optim/hparams.hpp"
+#include "scaling/ladder.hpp"
+
+namespace marin::cli {
+namespace {
+
+struct LadderCli {
+  std::string config, out, tokens, valid_tokens, data, token_dir, tokenizer;
+  bool dry_run = false;
+};
+
+void print_plan(const scaling::LadderConfig& c) {
+  fmt::print("ladder {} ({}): {} tokens per active parameter, {} evaluations per rung\n", c.name,
+             c.path, c.tokens_per_param, scaling::kFractions);
+  fmt::print("{:<10} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12} {:>11} {:>10} {:>10}\n",
+             "rung", "d", "L", "heads", "batch", "active", "S", "steps", "tokens", "C (no head)",
+             "muonh_lr", "adam_lr");
+  for (auto& r : c.rungs) {
+    const double tokens = double(r.steps) * double(r.batch) * double(r.model.seq_len);
+    const HyperParams h = heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
+    fmt::print(
+        "{:<10} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12.4e} {:>11.4e} {:>10.3e} "
+        "{:>10.3e}\n",
+        r.name, r.model.hidden_dim, r.model.num_layers, r.model.num_heads, r.batch, r.active_params,
+        r.model.seq_len, r.steps, tokens, r.compute_per_step * double(r.steps), h.muonh_lr,
+        h.adam_lr);
+  }
+}
+
+int run_ladder(const LadderCli& a) {
+  scaling::LadderConfig c = scaling::LadderConfig::load(a.config);
+  if (!a.tokens.empty() && !a.data.empty()) fail("give either --tokens or --data, not both");
+  if (!a.tokens.empty())
+    c.set_rows_data(a.tokens, a.valid_tokens);
+  else if (!a.valid_tokens.empty())
+    fail("--valid-tokens goes with --tokens");
+  if (!a.data.empty()) {
+    if (a.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
+    c.set_mixture_data(a.data, a.token_dir, a.tokenizer);
+  }
+  if (a.dry_run) {
+    fmt::print("data: {}\n", c.data_source.is_null()
+                                 ? std::string("(none: give --tokens or --data)")
+                                 : c.data_source.dump());
+    print_plan(c);
+    return 0;
+  }
+  scaling::LadderRunOptions o;
+  o.out = a.out.empty() ? "runs/ladder-" + c.name : a.out;
+  const bool done = scaling::train_ladder(c, o);
+  fmt::print("{{\"ladder\": \"{}/ladder.json\", \"complete\": {}}}\n", o.out, done);
+  return done ? 0 : 3;
+}
+
+}  // namespace
+
+MARIN_COMMAND(
+    ladder, "ladder",
+    "Train a scaling ladder (rungs by the shape rule; resumable) and write ladder.json",
+    [](CLI::App& app) -> Runner {
+      auto a = std::make_shared<LadderCli>();
+      app.add_option("--config", a->config, "ladder TOML file (docs/scaling.md)")->required();
+      app.add_option("--out", a->out, "ladder directory (default runs/ladder-<name>)");
+      app.add_option("--tokens", a->tokens,
+                     "training data: pre-tokenized rows (replaces the file's [data])");
+      app.add_option("--valid-tokens", a->valid_tokens, "validation rows for --tokens");
+      app.add_option("--data", a->data,
+                     "training data: a mixture config (replaces the file's [data])");
+      app.add_option("--token-dir", a->token_dir, "token shards of --data");
+      app.add_option("--tokenizer", a->tokenizer, "tokenizer.json of the shards");
+      app.add_flag("--dry-run", a->dry_run,
+                   "validate the file and print the rungs (sizes, steps, rates, compute)");
+      return [a] { return run_ladder(*a); };
+    });
+
+}  // namespace marin::cli

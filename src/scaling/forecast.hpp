@@ -1,0 +1,67 @@
+#pragma once
+// The pre-registered forecast (recipe.md §9) and its scoring against the target run.
+//
+// make_forecast(): for each fraction g = 5%, 10%, …, 100% of training, the rungs' losses at g are
+// fitted against their compute at g (C = training compute without the LM head up to g), and the
+// law predicts the target at its own compute at g. forecast.json holds the inputs, every fit, the
+// predictions, the creation time and the xxh64 of ladder.json: written before the target starts.
+//
+// ForecastTracker: fed the target's evaluated losses, it reports predicted vs actual at every
+// forecast fraction and the final beat/miss, also on the clean-only (decontaminated) macro loss.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "model/config.hpp"
+
+namespace marin::scaling {
+
+struct ForecastOptions {
+  std::string ladder_dir;   // holds ladder.json
+  std::string target_name;  // a preset name or a config file, recorded as given
+  ModelConfig target;
+  int64_t target_steps = 0;
+  int64_t target_batch = 0;
+  std::optional<double> l_inf = 1.5;  // nullopt: fitted (variable projection)
+};
+
+// The xxh64 of `bytes` as 16 lowercase hex digits.
+std::string xxh64_hex(const std::string& bytes);
+// UTC now as 2025-01-31T12:34:56Z.
+std::string utc_now();
+
+// Builds forecast.json from DIR/ladder.json (every rung must be done). Fractions where the fit
+// fails (e.g. L∞ not below every loss) carry "error" instead of a prediction.
+nlohmann::json make_forecast(const ForecastOptions& o);
+
+class ForecastTracker {
+ public:
+  // Reads forecast.json; `total_steps` is the tracked run's step count and must equal the
+  // forecast's target steps (a forecast is for one budget). marin::Error otherwise.
+  ForecastTracker(const std::string& forecast_path, int64_t total_steps);
+  static ForecastTracker from_json(const nlohmann::json& forecast, int64_t total_steps);
+
+  // `step` = completed steps when `loss` was measured (the trainer's valid_ce point). At a
+  // forecast fraction (step == round(g·total_steps)) returns {step, fraction, predicted, actual,
+  // diff_nats (actual − predicted), diff_percent (of predicted), beat}; otherwise nullopt.
+  std::optional<nlohmann::json> observe(int64_t step, double loss) const;
+  // The final comparison at g = 100%: {metric, predicted, actual, diff_nats, diff_percent,
+  // verdict: "beat" | "miss" | "exact", ...}; with `clean_loss` (the clean-only macro loss of
+  // the contamination audit) the same comparison under "clean".
+  nlohmann::json final_report(double loss, std::optional<double> clean_loss) const;
+
+  // The steps at which a prediction exists (the run should evaluate there).
+  std::vector<int64_t> steps() const;
+  double predicted_final() const;
+
+ private:
+  ForecastTracker() = default;
+  int64_t total_steps_ = 0;
+  std::map<int64_t, std::pair<double, double>> by_step_;  // step → (fraction, predicted)
+  std::optional<double> final_;
+  std::string metric_, ladder_hash_, created_;
+};
+
+}  // namespace marin::scaling

@@ -1,0 +1,522 @@
+#include "scaling/ladder.hpp"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "data/mixture.hpp"
+#include "model/accounting.hpp"
+#include "optim/hparams.hpp"
+#include "train/run_checkpoint.hpp"
+#include "train/trainer.hpp"
+
+namespace marin::scaling {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Fields the shape rule derives from (width, layers, head_dim): a ladder may not set them.
+const std::set<std::string> kDerived = {"hidden_dim",     "num_layers",      "num_heads",
+                                        "kv_heads_local", "kv_heads_global", "expert_dim",
+                                        "latent_dim",     "shared_dim",      "rope_dim"};
+
+void check_keys(const json& t, const std::string& where, const std::set<std::string>& known) {
+  for (auto& [k, _] : t.items())
+    if (!known.count(k)) fail("{}: unknown key '{}' (known: {})", where, k, fmt::join(known, ", "));
+}
+
+double get_number(const json& t, const char* key, double def, const std::string& where) {
+  if (!t.contains(key)) return def;
+  if (!t[key].is_number()) fail("{}: '{}' must be a number, got {}", where, key, t[key].dump());
+  return t[key].get<double>();
+}
+
+int64_t get_int(const json& t, const char* key, int64_t def, const std::string& where) {
+  if (!t.contains(key)) return def;
+  if (!t[key].is_number_integer())
+    fail("{}: '{}' must be an integer, got {}", where, key, t[key].dump());
+  return t[key].get<int64_t>();
+}
+
+std::string get_string(const json& t, const char* key, const std::string& where,
+                       bool required = false) {
+  if (!t.contains(key)) {
+    if (required) fail("{}: '{}' is required", where, key);
+    return "";
+  }
+  if (!t[key].is_string()) fail("{}: '{}' must be a string, got {}", where, key, t[key].dump());
+  return t[key].get<std::string>();
+}
+
+std::vector<int64_t> get_ints(const json& t, const char* key, const std::string& where) {
+  std::vector<int64_t> v;
+  if (!t.contains(key)) return v;
+  if (!t[key].is_array()) fail("{}: '{}' must be a list of integers", where, key);
+  for (auto& e : t[key]) {
+    if (!e.is_number_integer())
+      fail("{}: '{}' must be a list of integers, got {}", where, key, e.dump());
+    v.push_back(e.get<int64_t>());
+  }
+  return v;
+}
+
+// Model fields of a [family] or [rung.NAME] table: checked against the derived set.
+void check_model_fields(const json& t, const std::string& where) {
+  for (auto& [k, _] : t.items())
+    if (kDerived.count(k))
+      fail(
+          "{}: '{}' is derived by the shape rule from the rung's width, layers and head_dim; "
+          "it cannot be set in a ladder file",
+          where, k);
+}
+
+int64_t percent_to_evals(int64_t pct, const char* key, const std::string& where) {
+  if (pct < 0 || pct > 100 || pct % 5 != 0)
+    fail("{}: '{}' must be a multiple of 5 in [0, 100], got {}", where, key, pct);
+  return pct / 5;
+}
+
+}  // namespace
+
+int64_t BatchRule::batch_for(int64_t width) const {
+  const double b = base * std::pow(double(width) / base_width, exponent);
+  return std::max<int64_t>(multiple, std::llround(b / double(multiple)) * multiple);
+}
+
+json BatchRule::to_json() const {
+  json j = {
+      {"base", base}, {"base_width", base_width}, {"exponent", exponent}, {"multiple", multiple}};
+  if (!sizes.empty()) j["sizes"] = sizes;
+  return j;
+}
+
+json Rung::summary() const {
+  const auto& op = options.optim;
+  return {{"name", name},
+          {"config", model.to_json()},
+          {"width", model.hidden_dim},
+          {"layers", model.num_layers},
+          {"batch", batch},
+          {"seq_len", model.seq_len},
+          {"active_params", active_params},
+          {"budget_steps", budget_steps},
+          {"steps", steps},
+          {"tokens", double(steps) * double(batch) * double(model.seq_len)},
+          {"eval_every", eval_every},
+          {"compute_per_step", compute_per_step},
+          {"compute", compute_per_step * double(steps)},
+          {"hparams",
+           {{"muonh_lr", op.muonh_lr},
+            {"adam_lr", op.adam_lr},
+            {"beta1", op.beta1},
+            {"beta2", op.beta2},
+            {"eps", op.eps}}},
+          {"dir", dir}};
+}
+
+LadderConfig LadderConfig::load(const std::string& path) {
+  return from_toml_text(read_file(path), path);
+}
+
+LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::string& origin) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    fail("ladder {}: TOML error at line {}: {}", origin, e.source().begin.line, e.description());
+  }
+  std::ostringstream ss;
+  ss << toml::json_formatter{t};
+  const json root = json::parse(ss.str());
+  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data"});
+
+  LadderConfig c;
+  c.path = origin;
+  const std::string wl = origin + " [ladder]";
+  if (!root.contains("ladder") || !root["ladder"].is_object())
+    fail("{}: a [ladder] table is required (widths, layers, tokens_per_param)", origin);
+  const json& L = root["ladder"];
+  check_keys(L, wl,
+             {"name", "widths", "layers", "names", "tokens_per_param", "seed", "eval_batches",
+              "ckpt_every_percent", "keep_every_percent"});
+  c.name = L.contains("name") ? get_string(L, "name", wl) : c.name;
+  c.tokens_per_param = get_number(L, "tokens_per_param", c.tokens_per_param, wl);
+  if (!(c.tokens_per_param > 0))
+    fail("{}: 'tokens_per_param' must be positive, got {}", wl, c.tokens_per_param);
+  const int64_t seed = get_int(L, "seed", 0, wl);
+  if (seed < 0) fail("{}: 'seed' must be >= 0", wl);
+  c.seed = uint64_t(seed);
+  c.eval_batches = get_int(L, "eval_batches", c.eval_batches, wl);
+  if (c.eval_batches <= 0) fail("{}: 'eval_batches' must be positive", wl);
+  c.ckpt_every_percent = get_int(L, "ckpt_every_percent", c.ckpt_every_percent, wl);
+  c.keep_every_percent = get_int(L, "keep_every_percent", c.keep_every_percent, wl);
+  percent_to_evals(c.ckpt_every_percent, "ckpt_every_percent", wl);
+  percent_to_evals(c.keep_every_percent, "keep_every_percent", wl);
+  const std::vector<int64_t> widths = get_ints(L, "widths", wl), layers = get_ints(L, "layers", wl);
+  if (widths.empty()) fail("{}: 'widths' (a list of hidden widths, one per rung) is required", wl);
+  if (layers.size() != widths.size())
+    fail("{}: 'layers' must list one layer count per width ({} widths, {} layer counts)", wl,
+         widths.size(), layers.size());
+  std::vector<std::string> names;
+  if (L.contains("names")) {
+    if (!L["names"].is_array() || L["names"].size() != widths.size())
+      fail("{}: 'names' must list one name per width", wl);
+    for (auto& n : L["names"]) {
+      if (!n.is_string() || n.get<std::string>().empty())
+        fail("{}: 'names' must be non-empty strings", wl);
+      names.push_back(n.get<std::string>());
+    }
+  } else {
+    for (int64_t w : widths) names.push_back(fmt::format("d{}", w));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    for (char ch : names[i])
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+        fail("{}: rung name '{}' may only contain letters, digits, '-', '_' and '.'", wl, names[i]);
+    for (size_t j = 0; j < i; ++j)
+      if (names[j] == names[i]) fail("{}: two rungs are named '{}'", wl, names[i]);
+  }
+
+  // Batch rule.
+  if (root.contains("batch")) {
+    const std::string wb = origin + " [batch]";
+    const json& B = root["batch"];
+    check_keys(B, wb, {"base", "base_width", "exponent", "multiple", "sizes"});
+    c.batch.base = get_number(B, "base", c.batch.base, wb);
+    c.batch.base_width = get_number(B, "base_width", c.batch.base_width, wb);
+    c.batch.exponent = get_number(B, "exponent", c.batch.exponent, wb);
+    c.batch.multiple = get_int(B, "multiple", c.batch.multiple, wb);
+    c.batch.sizes = get_ints(B, "sizes", wb);
+    if (!(c.batch.base > 0) || !(c.batch.base_width > 0) || c.batch.multiple <= 0)
+      fail("{}: 'base', 'base_width' and 'multiple' must be positive", wb);
+    if (!c.batch.sizes.empty() && c.batch.sizes.size() != widths.size())
+      fail("{}: 'sizes' must list one batch per rung ({} rungs, {} sizes)", wb, widths.size(),
+           c.batch.sizes.size());
+    for (int64_t s : c.batch.sizes)
+      if (s <= 0) fail("{}: every batch in 'sizes' must be positive", wb);
+  }
+
+  // The family: fields applied to every rung after the shape rule.
+  json family = root.value("family", json::object());
+  const std::string wf = origin + " [family]";
+  if (!family.is_object()) fail("{}: [family] must be a table of model fields", origin);
+  check_model_fields(family, wf);
+  int64_t hd = 128;
+  if (family.contains("head_dim")) {
+    hd = get_int(family, "head_dim", 128, wf);
+    family.erase("head_dim");
+  }
+  json per_rung = root.value("rung", json::object());
+  for (auto& [k, v] : per_rung.items()) {
+    if (std::find(names.begin(), names.end(), k) == names.end())
+      fail("{}: [rung.{}] names no rung (rungs: {})", origin, k, fmt::join(names, ", "));
+    if (!v.is_object()) fail("{}: [rung.{}] must be a table of model fields", origin, k);
+    check_model_fields(v, fmt::format("{} [rung.{}]", origin, k));
+  }
+
+  for (size_t i = 0; i < widths.size(); ++i) {
+    Rung r;
+    r.name = names[i];
+    const std::string wr =
+        fmt::format("{}: rung {} (width {}, {} layers)", origin, r.name, widths[i], layers[i]);
+    if (widths[i] <= 0 || layers[i] <= 0) fail("{}: width and layers must be positive", wr);
+    json over = per_rung.value(r.name, json::object());
+    int64_t rhd = hd;
+    if (over.contains("head_dim")) {
+      rhd = get_int(over, "head_dim", hd, wr);
+      over.erase("head_dim");
+    }
+    if (rhd <= 0 || widths[i] % rhd != 0) fail("{}: head_dim {} must divide the width", wr, rhd);
+    if (widths[i] % 2 != 0) fail("{}: the width must be even (expert width d/2)", wr);
+    json m = ModelConfig::shape_rule(widths[i], layers[i], rhd).to_json();
+    for (auto& [k, v] : family.items()) m[k] = v;
+    for (auto& [k, v] : over.items()) m[k] = v;
+    r.model = ModelConfig::from_json(m, wr);
+    try {
+      r.model.validate();
+    } catch (const Error& e) {
+      fail("{}: {}", wr, e.what());
+    }
+    r.batch = c.batch.sizes.empty() ? c.batch.batch_for(widths[i]) : c.batch.sizes[i];
+    if (r.batch > std::numeric_limits<int>::max()) fail("{}: batch {} is too large", wr, r.batch);
+    r.active_params = account(r.model).active_params;
+    r.budget_steps = steps_for_budget(r.model, r.batch, c.tokens_per_param);
+    r.steps = std::max<int64_t>(1, (r.budget_steps + kFractions - 1) / kFractions) * kFractions;
+    r.eval_every = r.steps / kFractions;
+    r.compute_per_step = forecast_flops_per_step(r.model, r.batch);
+    c.rungs.push_back(std::move(r));
+  }
+
+  if (root.contains("data")) {
+    const std::string wd = origin + " [data]";
+    const json& D = root["data"];
+    const std::string kind = get_string(D, "kind", wd, true);
+    if (kind == "rows") {
+      check_keys(D, wd, {"kind", "path", "valid"});
+      c.set_rows_data(get_string(D, "path", wd, true), get_string(D, "valid", wd, true));
+    } else if (kind == "mixture") {
+      check_keys(D, wd, {"kind", "mixture", "token_dir", "tokenizer"});
+      c.set_mixture_data(get_string(D, "mixture", wd, true), get_string(D, "token_dir", wd, true),
+                         get_string(D, "tokenizer", wd));
+    } else {
+      fail("{}: 'kind' must be \"rows\" or \"mixture\", got \"{}\"", wd, kind);
+    }
+  }
+  return c;
+}
+
+void LadderConfig::set_rows_data(const std::string& rows, const std::string& valid_rows) {
+  if (rows.empty()) fail("ladder {}: rows data needs a path", path);
+  if (valid_rows.empty())
+    fail("ladder {}: rows data needs validation rows (the rungs are scored on them)", path);
+  data_source = {{"kind", "rows"}, {"path", rows}, {"valid", valid_rows}};
+}
+
+void LadderConfig::set_mixture_data(const std::string& mixture_file, const std::string& token_dir,
+                                    const std::string& tokenizer_file) {
+  if (mixture_file.empty()) fail("ladder {}: mixture data needs a mixture file", path);
+  if (token_dir.empty()) fail("ladder {}: mixture data needs a token directory", path);
+  data_source = {{"kind", "mixture"},
+                 {"mixture", mixture_file},
+                 {"token_dir", token_dir},
+                 {"tokenizer", tokenizer_file}};
+}
+
+void LadderConfig::finalize() {
+  if (data_source.is_null())
+    fail(
+        "ladder {}: no training data: add a [data] section or give --tokens/--valid-tokens or "
+        "--data/--token-dir",
+        path);
+  if (data_source["kind"] == "rows") {
+    data = {{"kind", "rows"}, {"path", data_source["path"]}};
+    valid = {{"kind", "rows"}, {"path", data_source["valid"]}};
+    tokenizer.clear();
+  } else {
+    // The mixture is embedded in the rungs' options (as `marin train --data` does), so a run
+    // does not depend on the file; validation is the held-out split of the mixture's domains.
+    const std::string token_dir = data_source["token_dir"];
+    const MixtureConfig mix = MixtureConfig::load(data_source["mixture"].get<std::string>());
+    data = {{"kind", "mixture"}, {"tokens", token_dir}, {"mixture", mix.to_json()}};
+    json domains = json::array();
+    for (auto& src : mix.sources) domains.push_back(src.domain);
+    valid = {{"kind", "valid"}, {"tokens", token_dir}, {"domains", domains}};
+    tokenizer = data_source["tokenizer"].get<std::string>();
+  }
+  for (auto& r : rungs) {
+    TrainOptions o;
+    o.model = r.model;
+    o.batch = int(r.batch);
+    o.steps = r.steps;
+    o.seed = seed;
+    o.eval_every = r.eval_every;
+    o.eval_batches = eval_batches;
+    o.ckpt_every = r.eval_every * (ckpt_every_percent / 5);
+    o.keep_every = r.eval_every * (keep_every_percent / 5);
+    o.data = data;
+    o.valid = valid;
+    o.tokenizer = tokenizer;
+    // The whole §5 rule for this rung's width, batch, seq_len and steps (resolve_hparams() keeps
+    // OptimConfig's nonzero beta2/eps defaults, so every field is set here).
+    const HyperParams h = heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
+    o.optim.muonh_lr = h.muonh_lr;
+    o.optim.adam_lr = h.adam_lr;
+    o.optim.beta1 = h.beta1;
+    o.optim.beta2 = h.beta2;
+    o.optim.eps = h.eps;
+    o.resolve_hparams();  // total_steps
+    r.options = o;
+  }
+}
+
+json LadderConfig::to_json() const {
+  return {{"name", name},
+          {"source", path},
+          {"tokens_per_param", tokens_per_param},
+          {"seed", seed},
+          {"eval_batches", eval_batches},
+          {"evaluations_per_rung", kFractions},
+          {"ckpt_every_percent", ckpt_every_percent},
+          {"keep_every_percent", keep_every_percent},
+          {"batch_rule", batch.to_json()},
+          {"data_source", data_source},
+          {"data", data},
+          {"valid", valid},
+          {"tokenizer", tokenizer}};
+}
+
+std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
+  const std::string file = rung.dir + "/metrics.jsonl";
+  std::ifstream f(file);
+  if (!f) fail("{}: cannot open (rung {} has not been trained)", file, rung.name);
+  // A resumed run appends the steps after its checkpoint again: the last line of a step wins.
+  std::map<int64_t, double> ce;
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(f, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {
+      fail("{}:{}: not valid JSON: {}", file, lineno, e.what());
+    }
+    // "step" is the 0-based index of the step just taken; valid_ce is measured after it.
+    if (j.contains("valid_ce") && j["valid_ce"].is_number())
+      ce[j.at("step").get<int64_t>() + 1] = j["valid_ce"].get<double>();
+  }
+  std::vector<CurvePoint> curve;
+  for (int64_t k = 1; k <= kFractions; ++k) {
+    const int64_t step = k * rung.eval_every;
+    auto it = ce.find(step);
+    if (it == ce.end())
+      fail("{}: rung {} has no valid_ce after step {} ({}% of {})", file, rung.name, step, 5 * k,
+           rung.steps);
+    curve.push_back({step, double(step) / double(rung.steps), rung.compute_per_step * double(step),
+                     it->second});
+  }
+  return curve;
+}
+
+namespace {
+
+// The rung's model config as TOML (for `marin plan --config`).
+std::string model_toml(const ModelConfig& c) {
+  std::string s = "# written by marin ladder: this rung's model (marin plan --config FILE)\n";
+  const json fields = c.to_json();  // named: items() of a temporary would dangle
+  for (auto& [k, v] : fields.items()) {
+    if (v.is_array()) {
+      std::vector<std::string> q;
+      for (auto& e : v) q.push_back(e.dump());
+      s += fmt::format("{} = [{}]\n", k, fmt::join(q, ", "));
+    } else if (v.is_number_float()) {
+      // Always with a decimal point or exponent so TOML reads a float.
+      std::string x = v.dump();
+      if (x.find_first_of(".eE") == std::string::npos) x += ".0";
+      s += fmt::format("{} = {}\n", k, x);
+    } else {
+      s += fmt::format("{} = {}\n", k, v.dump());
+    }
+  }
+  return s;
+}
+
+std::string describe_difference(const json& a, const json& b) {
+  std::vector<std::string> keys;
+  for (auto& [k, v] : a.items())
+    if (!b.contains(k) || b[k] != v) keys.push_back(k);
+  for (auto& [k, v] : b.items())
+    if (!a.contains(k)) keys.push_back(k);
+  return fmt::format("{}", fmt::join(keys, ", "));
+}
+
+}  // namespace
+
+bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
+  if (o.out.empty()) fail("marin ladder: no output directory");
+  cfg.finalize();
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) fail("{}: cannot create the ladder directory: {}", o.out, ec.message());
+  const CurveEvaluator eval = o.evaluator ? o.evaluator : CurveEvaluator(valid_ce_curve);
+  std::vector<json> rung_json(cfg.rungs.size());
+  std::vector<std::string> status(cfg.rungs.size(), "pending");
+  for (size_t i = 0; i < cfg.rungs.size(); ++i) {
+    cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].name)).string();
+    rung_json[i] = cfg.rungs[i].summary();
+  }
+  auto write_ladder = [&] {
+    json rungs = json::array();
+    for (size_t i = 0; i < cfg.rungs.size(); ++i) {
+      json r = rung_json[i];
+      r["status"] = status[i];
+      rungs.push_back(r);
+    }
+    const json j = {{"format", "marin-ladder-v1"},
+                    {"ladder", cfg.to_json()},
+                    {"metric", o.metric},
+                    {"rungs", rungs}};
+    write_file_atomic(o.out + "/ladder.json", j.dump(2) + "\n");
+  };
+
+  for (size_t i = 0; i < cfg.rungs.size(); ++i) {
+    Rung& r = cfg.rungs[i];
+    fs::create_directories(r.dir, ec);
+    if (ec) fail("{}: cannot create the rung directory: {}", r.dir, ec.message());
+    write_file_atomic(r.dir + "/model.toml", model_toml(r.model));
+    const auto ckpt = latest_checkpoint(r.dir);
+    std::unique_ptr<Trainer> t;
+    if (ckpt) {
+      const RunState st = read_run_state(*ckpt);
+      const json want = r.options.to_json(), have = st.options.to_json();
+      if (want != have)
+        fail(
+            "{}: rung {} was trained with different options ({}); delete the rung directory or "
+            "choose another --out",
+            r.dir, r.name, describe_difference(want, have));
+      if (st.step >= r.steps) {
+        fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.name, r.steps);
+      } else {
+        fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.name, st.step, r.steps);
+        t = Trainer::resume(r.dir);
+      }
+    } else {
+      // No checkpoint: anything in the directory is from an attempt that never saved.
+      fs::remove(r.dir + "/metrics.jsonl", ec);
+      fmt::print(stderr,
+                 "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",
+                 r.name, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
+                 r.options.optim.muonh_lr, r.options.optim.adam_lr);
+      t = std::make_unique<Trainer>(r.options, r.dir);
+    }
+    if (t) {
+      const TrainResult res = t->run();
+      if (res.interrupted || res.steps_done < r.steps) {
+        status[i] = "interrupted";
+        write_ladder();
+        fmt::print(stderr, "ladder: stopped in rung {} at step {}; run again to continue\n", r.name,
+                   res.steps_done);
+        return false;
+      }
+    }
+    const std::vector<CurvePoint> curve = eval(r);
+    json c = json::array();
+    for (auto& p : curve)
+      c.push_back(
+          {{"step", p.step}, {"fraction", p.fraction}, {"compute", p.compute}, {"loss", p.loss}});
+    rung_json[i]["curve"] = c;
+    rung_json[i]["final_loss"] = curve.empty() ? json() : json(curve.back().loss);
+    status[i] = "done";
+    write_ladder();
+  }
+  return true;
+}
+
+json read_ladder_json(const std::string& dir) {
+  const std::string file = (fs::path(dir) / "ladder.json").string();
+  if (!fs::exists(file)) fail("{}: not found (run `marin ladder --out {}` first)", file, dir);
+  json j;
+  try {
+    j = json::parse(read_file(file));
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", file, e.what());
+  }
+  if (j.value("format", "") != "marin-ladder-v1") fail("{}: not a marin ladder.json", file);
+  return j;
+}
+
+}  // namespace marin::scaling

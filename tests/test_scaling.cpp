@@ -1,0 +1,515 @@
+// The scaling ladder and the forecast (recipe.md §9, docs/scaling.md): the power-law fit recovers
+// known laws (L∞ fixed and fitted), leave-one-rung-out on a hand case, ladder files build rungs
+// by the shape rule (tiny, cpu-small and Marin's d512…d2048 are rungs), a tiny ladder trains end
+// to end and resumes, `marin plan` agrees with it on compute, and the tracker's beat/miss.
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "model/accounting.hpp"
+#include "optim/hparams.hpp"
+#include "scaling/fit.hpp"
+#include "scaling/forecast.hpp"
+#include "scaling/ladder.hpp"
+#include "train/run_checkpoint.hpp"
+
+using marin::testing::run;
+using marin::testing::TempDir;
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace sc = marin::scaling;
+
+namespace {
+
+// Deterministic noise in [−1, 1].
+struct Noise {
+  uint64_t x = 12345;
+  double next() {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return double(x >> 11) / double(1ull << 53) * 2.0 - 1.0;
+  }
+};
+
+// compute = 10^e for e in [lo, hi] (n points), loss = l_inf + A·C^−α, times (1 + rel·noise) on
+// the reducible part.
+void law(double A, double alpha, double l_inf, double lo, double hi, int n, double rel,
+         std::vector<double>& c, std::vector<double>& l) {
+  Noise z;
+  c.clear(), l.clear();
+  for (int i = 0; i < n; ++i) {
+    c.push_back(std::pow(10.0, lo + (hi - lo) * i / (n - 1)));
+    l.push_back(l_inf + A * std::pow(c.back(), -alpha) * (1 + rel * z.next()));
+  }
+}
+
+}  // namespace
+
+TEST(Fit, FixedLInfRecoversAAndAlphaExactly) {
+  std::vector<double> c, l;
+  law(40.0, 0.12, 1.5, 12, 18, 5, 0.0, c, l);
+  const sc::PowerLawFit f = sc::fit_power_law(c, l, 1.5);
+  EXPECT_NEAR(f.alpha, 0.12, 1e-10);
+  EXPECT_NEAR(f.A / 40.0, 1.0, 1e-8);
+  EXPECT_DOUBLE_EQ(f.l_inf, 1.5);
+  EXPECT_FALSE(f.l_inf_fitted);
+  EXPECT_NEAR(f.r2, 1.0, 1e-12);
+  EXPECT_NEAR(f.r2_log, 1.0, 1e-12);
+  ASSERT_EQ(f.loo_errors.size(), 5u);
+  EXPECT_LT(f.loo_max_abs, 1e-9);
+}
+
+TEST(Fit, FixedLInfWithNoise) {
+  std::vector<double> c, l;
+  law(40.0, 0.12, 1.5, 12, 18, 6, 0.01, c, l);  // 1% noise on the reducible loss
+  const sc::PowerLawFit f = sc::fit_power_law(c, l, 1.5);
+  EXPECT_NEAR(f.alpha, 0.12, 0.004);
+  EXPECT_NEAR(std::log(f.A), std::log(40.0), 0.004 * std::log(1e15) + 0.01);
+  // The law itself (not just its parameters) is recovered across the fitted range.
+  for (double e : {12.0, 15.0, 18.0}) {
+    const double C = std::pow(10.0, e);
+    EXPECT_NEAR(f.predict(C), 1.5 + 40.0 * std::pow(C, -0.12), 0.01) << "C=1e" << e;
+  }
+  EXPECT_GT(f.r2, 0.99);
+  EXPECT_GT(f.loo_rmse, 0);
+}
+
+TEST(Fit, FittedLInfRecoversTheLaw) {
+  std::vector<double> c, l;
+  law(60.0, 0.2, 2.0, 12, 18, 5, 0.0, c, l);
+  sc::PowerLawFit f = sc::fit_power_law(c, l, std::nullopt);
+  EXPECT_TRUE(f.l_inf_fitted);
+  EXPECT_NEAR(f.l_inf, 2.0, 1e-5);
+  EXPECT_NEAR(f.alpha, 0.2, 1e-5);
+  EXPECT_NEAR(f.A / 60.0, 1.0, 1e-3);
+
+  law(60.0, 0.2, 2.0, 12, 18, 7, 0.002, c, l);  // 0.2% noise on the reducible loss
+  f = sc::fit_power_law(c, l, std::nullopt);
+  EXPECT_NEAR(f.l_inf, 2.0, 0.05);
+  EXPECT_NEAR(f.alpha, 0.2, 0.02);
+  ASSERT_EQ(f.loo_errors.size(), 7u);
+  // A wrong L∞ fits worse in loss space than the fitted one (it is the minimiser).
+  EXPECT_LT(f.sse, sc::fit_fixed(c, l, 1.5).sse);
+  EXPECT_LT(f.sse, sc::fit_fixed(c, l, 1.9).sse);
+}
+
+TEST(Fit, LeaveOneOutByHand) {
+  // L∞ = 1 and L − 1 = 1, 0.5, 0.2 at C = 1, 10, 100. Two points fit a line exactly in log space:
+  //   without C=100: (L−1) = 0.5^log10(C) → 0.25 at C=100: predicted 1.25, actual 1.2 → +0.05
+  //   without C=10:  (L−1) = 0.2^(log10(C)/2) → √0.2 at C=10: 1.4472136 − 1.5 → −0.0527864
+  //   without C=1:   slope 0.4 per decade from 0.5 at C=10 → 1.25 at C=1: 2.25 − 2 → +0.25
+  const std::vector<double> c = {1, 10, 100}, l = {2.0, 1.5, 1.2};
+  const sc::PowerLawFit f = sc::fit_power_law(c, l, 1.0);
+  ASSERT_EQ(f.loo_errors.size(), 3u);
+  EXPECT_NEAR(f.loo_errors[0], 0.25, 1e-12);
+  EXPECT_NEAR(f.loo_errors[1], std::sqrt(0.2) + 1 - 1.5, 1e-12);
+  EXPECT_NEAR(f.loo_errors[2], 0.05, 1e-12);
+  const double rmse =
+      std::sqrt((0.25 * 0.25 + std::pow(std::sqrt(0.2) - 0.5, 2) + 0.05 * 0.05) / 3);
+  EXPECT_NEAR(f.loo_rmse, rmse, 1e-12);
+  EXPECT_NEAR(f.loo_max_abs, 0.25, 1e-12);
+  // Too few points for a leave-one-out: none reported.
+  EXPECT_TRUE(sc::fit_power_law({1, 10}, {2.0, 1.5}, 1.0).loo_errors.empty());
+}
+
+TEST(Fit, RefusesBadInput) {
+  EXPECT_THROW(sc::fit_fixed({1, 10, 100}, {2.0, 1.5, 1.2}, 1.3), marin::Error);  // L∞ ≥ a loss
+  EXPECT_THROW(sc::fit_fixed({10}, {2.0}, 1.0), marin::Error);
+  EXPECT_THROW(sc::fit_fixed({10, 10}, {2.0, 1.9}, 1.0), marin::Error);
+  EXPECT_THROW(sc::fit_fixed({-1, 10}, {2.0, 1.9}, 1.0), marin::Error);
+  EXPECT_THROW(sc::fit_free({1, 10}, {2.0, 1.5}), marin::Error);  // 3 parameters, 2 points
+}
+
+// --- ladder files -----------------------------------------------------------------------------
+
+namespace {
+const std::string kTinyFamily = R"(
+[family]
+head_dim = 8
+num_experts = 8
+top_k = 2
+gated_norm_rank = 16
+seq_len = 64
+sliding_window = 32
+vocab_size = 512
+)";
+}  // namespace
+
+TEST(Ladder, ShapeRuleRungsAreThePresets) {
+  // tiny and cpu-small are members of the family: the shape rule plus their non-derived fields.
+  auto t = sc::LadderConfig::from_toml_text(
+      "[ladder]\nwidths = [64]\nlayers = [4]\ntokens_per_param = 1\n" + kTinyFamily, "t");
+  ASSERT_EQ(t.rungs.size(), 1u);
+  EXPECT_EQ(t.rungs[0].model.to_json(), marin::ModelConfig::preset("tiny").to_json());
+  EXPECT_EQ(t.rungs[0].name, "d64");
+  auto cs = sc::LadderConfig::from_toml_text(R"([ladder]
+widths = [256]
+layers = [8]
+names = ["small"]
+[family]
+head_dim = 32
+num_experts = 32
+top_k = 4
+gated_norm_rank = 32
+seq_len = 512
+sliding_window = 256
+vocab_size = 8192
+)",
+                                             "cs");
+  EXPECT_EQ(cs.rungs[0].model.to_json(), marin::ModelConfig::preset("cpu-small").to_json());
+  EXPECT_EQ(cs.rungs[0].name, "small");
+  // Marin's rungs: the shape rule's defaults (hd 128, E 384, K 8, S 4096, V 128256).
+  auto m = sc::LadderConfig::from_toml_text(
+      "[ladder]\nwidths = [512, 768, 1024, 1536, 2048]\nlayers = [6, 8, 12, 16, 22]\n", "m");
+  ASSERT_EQ(m.rungs.size(), 5u);
+  for (auto& r : m.rungs)
+    EXPECT_EQ(r.model.to_json(), marin::ModelConfig::preset(r.name).to_json()) << r.name;
+  // Per-rung overrides apply to that rung only.
+  auto o = sc::LadderConfig::from_toml_text(
+      "[ladder]\nwidths = [64, 128]\nlayers = [4, 4]\n" + kTinyFamily + "[rung.d128]\ntop_k = 3\n",
+      "o");
+  EXPECT_EQ(o.rungs[0].model.top_k, 2);
+  EXPECT_EQ(o.rungs[1].model.top_k, 3);
+  EXPECT_EQ(o.rungs[1].model.num_heads, 16);
+  EXPECT_EQ(o.rungs[1].model.expert_dim, 64);
+  EXPECT_EQ(o.rungs[1].model.kv_heads_local, 4);
+  EXPECT_EQ(o.rungs[1].model.kv_heads_global, 2);
+}
+
+TEST(Ladder, BudgetBatchRatesAndCompute) {
+  auto c = sc::LadderConfig::from_toml_text(R"([ladder]
+widths = [32, 64, 96]
+layers = [2, 3, 4]
+tokens_per_param = 3.0
+[batch]
+base = 3
+base_width = 32
+exponent = 1.0
+multiple = 2
+)" + kTinyFamily,
+                                            "b");
+  c.set_rows_data("train.bin", "valid.bin");
+  c.finalize();
+  const int64_t want_batch[] = {4, 6, 10};  // 3·(d/32) rounded to a multiple of 2: 3→4, 6, 9→10
+  for (size_t i = 0; i < c.rungs.size(); ++i) {
+    const sc::Rung& r = c.rungs[i];
+    EXPECT_EQ(r.batch, want_batch[i]) << r.name;
+    EXPECT_EQ(r.budget_steps, marin::steps_for_budget(r.model, r.batch, 3.0));
+    EXPECT_EQ(r.steps % sc::kFractions, 0);
+    EXPECT_GE(r.steps, r.budget_steps);
+    EXPECT_LT(r.steps, r.budget_steps + sc::kFractions);
+    EXPECT_EQ(r.eval_every * sc::kFractions, r.steps);
+    EXPECT_EQ(r.compute_per_step, marin::forecast_flops_per_step(r.model, r.batch));
+    const marin::HyperParams h =
+        marin::heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
+    EXPECT_EQ(r.options.optim.muonh_lr, h.muonh_lr);
+    EXPECT_EQ(r.options.optim.adam_lr, h.adam_lr);
+    EXPECT_EQ(r.options.optim.beta1, h.beta1);
+    EXPECT_EQ(r.options.optim.beta2, h.beta2);
+    EXPECT_EQ(r.options.optim.eps, h.eps);
+    EXPECT_EQ(r.options.steps, r.steps);
+    EXPECT_EQ(r.options.eval_every, r.eval_every);
+    EXPECT_EQ(r.options.valid["path"], "valid.bin");
+  }
+  // Explicit sizes win over the rule.
+  auto s = sc::LadderConfig::from_toml_text(
+      "[ladder]\nwidths = [32, 64]\nlayers = [2, 2]\n[batch]\nsizes = [7, 9]\n" + kTinyFamily, "s");
+  EXPECT_EQ(s.rungs[0].batch, 7);
+  EXPECT_EQ(s.rungs[1].batch, 9);
+}
+
+TEST(Ladder, RefusesBadFiles) {
+  auto msg = [](const std::string& text) {
+    try {
+      sc::LadderConfig::from_toml_text(text, "bad.toml");
+    } catch (const marin::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string head = "[ladder]\nwidths = [64]\nlayers = [4]\n";
+  EXPECT_NE(msg(head + "[family]\nnum_heads = 4\n").find("derived by the shape rule"),
+            std::string::npos);
+  EXPECT_NE(msg("[ladder]\nwidths = [64, 128]\nlayers = [4]\n").find("one layer count per width"),
+            std::string::npos);
+  EXPECT_NE(msg(head + "tokens_per_parm = 3\n" + kTinyFamily).find("unknown key 'tokens_per_parm'"),
+            std::string::npos);
+  EXPECT_NE(msg(head + "ckpt_every_percent = 7\n" + kTinyFamily).find("multiple of 5"),
+            std::string::npos);
+  EXPECT_NE(msg(head + "[family]\nhead_dim = 8\nnum_experts = 8\ntop_k = 8\n").find("top_k + 1"),
+            std::string::npos);
+  EXPECT_NE(msg(head + "[family]\nhead_dim = 48\n").find("must divide the width"),
+            std::string::npos);
+  EXPECT_NE(msg(head + kTinyFamily + "[rung.d65]\ntop_k = 1\n").find("names no rung"),
+            std::string::npos);
+  EXPECT_NE(msg(head + kTinyFamily + "[data]\nkind = \"rows\"\npath = \"x\"\n")
+                .find("'valid' is required"),
+            std::string::npos);
+  EXPECT_NE(msg("[model]\nhidden_dim = 3\n").find("unknown key 'model'"), std::string::npos);
+  auto c = sc::LadderConfig::from_toml_text(head + kTinyFamily, "nodata");
+  EXPECT_THROW(c.finalize(), marin::Error);  // no data anywhere
+}
+
+// --- tracking ---------------------------------------------------------------------------------
+
+namespace {
+json fake_forecast(int64_t steps) {
+  json fits = json::array();
+  for (int k = 1; k <= 20; ++k) {
+    const double g = k / 20.0;
+    json e = {{"fraction", g}, {"target_step", std::llround(g * steps)}};
+    e["predicted_loss"] = k == 7 ? json(nullptr) : json(3.0 - 0.05 * k);  // 2.0 at 100%
+    fits.push_back(e);
+  }
+  return {{"format", "marin-forecast-v1"},
+          {"created", "2025-01-01T00:00:00Z"},
+          {"ladder", {{"xxh64", "0123456789abcdef"}}},
+          {"inputs", {{"target", {{"steps", steps}}}}},
+          {"fits", fits},
+          {"prediction", {{"final_loss", 2.0}, {"metric", "valid_ce"}}}};
+}
+}  // namespace
+
+TEST(Tracker, ObservesForecastFractionsOnly) {
+  const auto t = sc::ForecastTracker::from_json(fake_forecast(200), 200);
+  EXPECT_EQ(t.steps().size(), 19u);  // the 35% fit failed: no prediction there
+  EXPECT_EQ(t.steps().front(), 10);
+  EXPECT_EQ(t.steps().back(), 200);
+  EXPECT_FALSE(t.observe(11, 2.9).has_value());
+  EXPECT_FALSE(t.observe(70, 2.6).has_value());
+  auto r = t.observe(10, 2.9);  // 5%: predicted 2.95
+  ASSERT_TRUE(r.has_value());
+  EXPECT_DOUBLE_EQ((*r)["fraction"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ((*r)["predicted"].get<double>(), 2.95);
+  EXPECT_NEAR((*r)["diff_nats"].get<double>(), -0.05, 1e-12);
+  EXPECT_NEAR((*r)["diff_percent"].get<double>(), -100.0 * 0.05 / 2.95, 1e-10);
+  EXPECT_TRUE((*r)["beat"].get<bool>());
+  r = t.observe(100, 2.6);  // 50%: predicted 2.5 → miss by 0.1 nats = 4%
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NEAR((*r)["diff_nats"].get<double>(), 0.1, 1e-12);
+  EXPECT_NEAR((*r)["diff_percent"].get<double>(), 4.0, 1e-10);
+  EXPECT_FALSE((*r)["beat"].get<bool>());
+}
+
+TEST(Tracker, FinalReportBeatMissAndClean) {
+  const auto t = sc::ForecastTracker::from_json(fake_forecast(200), 200);
+  EXPECT_DOUBLE_EQ(t.predicted_final(), 2.0);
+  json r = t.final_report(2.03, 2.01);  // miss by 0.03 nats (1.5%); clean: miss by 0.01 (0.5%)
+  EXPECT_EQ(r["verdict"], "miss");
+  EXPECT_NEAR(r["diff_nats"].get<double>(), 0.03, 1e-12);
+  EXPECT_NEAR(r["diff_percent"].get<double>(), 1.5, 1e-9);
+  EXPECT_EQ(r["clean"]["verdict"], "miss");
+  EXPECT_NEAR(r["clean"]["diff_nats"].get<double>(), 0.01, 1e-12);
+  EXPECT_NEAR(r["clean"]["diff_percent"].get<double>(), 0.5, 1e-9);
+  EXPECT_NEAR(r["all_minus_clean_nats"].get<double>(), 0.02, 1e-12);
+  EXPECT_EQ(r["ladder_xxh64"], "0123456789abcdef");
+  r = t.final_report(1.96, 2.04);  // beats on all documents, misses on the clean ones
+  EXPECT_EQ(r["verdict"], "beat");
+  EXPECT_NEAR(r["diff_percent"].get<double>(), -2.0, 1e-9);
+  EXPECT_EQ(r["clean"]["verdict"], "miss");
+  EXPECT_NEAR(r["clean"]["diff_percent"].get<double>(), 2.0, 1e-9);
+  r = t.final_report(2.0, std::nullopt);
+  EXPECT_EQ(r["verdict"], "exact");
+  EXPECT_FALSE(r.contains("clean"));
+  // A forecast is for one budget.
+  EXPECT_THROW(sc::ForecastTracker::from_json(fake_forecast(200), 300), marin::Error);
+  EXPECT_THROW(sc::ForecastTracker::from_json(json{{"format", "x"}}, 200), marin::Error);
+}
+
+// --- end to end -------------------------------------------------------------------------------
+
+namespace {
+
+// Rows with a learnable pattern (arithmetic progressions mod the vocabulary), seq_len 64.
+void write_rows(const std::string& path, int rows, uint64_t seed) {
+  std::vector<uint32_t> ids;
+  uint64_t x = seed;
+  for (int r = 0; r < rows; ++r) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint32_t base = uint32_t(x >> 40) % 512, step = 1 + uint32_t(x >> 20) % 5;
+    for (int t = 0; t <= 64; ++t) ids.push_back((base + step * t) % 512);
+  }
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+}
+
+json load_json(const std::string& path) {
+  return json::parse(marin::read_file(path));
+}
+
+// A rung's model config as --set flags for `marin plan`.
+std::string plan_sets(const std::string& model_toml) {
+  return " --config " + model_toml;
+}
+
+}  // namespace
+
+TEST(LadderCli, TinyLadderTrainsResumesAndForecasts) {
+  TempDir tmp("scaling");
+  write_rows(tmp.str("train.bin"), 256, 7);
+  write_rows(tmp.str("valid.bin"), 16, 99);
+  const std::string dir = tmp.str("ladder");
+  const std::string cmd = "ladder --config " MARIN_SOURCE_DIR "/configs/ladder_tiny.toml --out " +
+                          dir + " --tokens " + tmp.str("train.bin") + " --valid-tokens " +
+                          tmp.str("valid.bin");
+  auto r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json lj = load_json(dir + "/ladder.json");
+  const json& rungs = lj["rungs"];
+  ASSERT_EQ(rungs.size(), 4u);
+  EXPECT_EQ(lj["metric"], "valid_ce");
+  for (auto& rg : rungs) {
+    const std::string name = rg["name"];
+    EXPECT_EQ(rg["status"], "done") << name;
+    const int64_t steps = rg["steps"];
+    EXPECT_EQ(steps % 20, 0);
+    EXPECT_GE(steps, 20);
+    ASSERT_EQ(rg["curve"].size(), 20u) << name;
+    for (int k = 0; k < 20; ++k) {
+      const json& p = rg["curve"][k];
+      EXPECT_EQ(p["step"].get<int64_t>(), (k + 1) * steps / 20);
+      EXPECT_DOUBLE_EQ(p["fraction"].get<double>(),
+                       double(p["step"].get<int64_t>()) / double(steps));
+      EXPECT_DOUBLE_EQ(p["compute"].get<double>(),
+                       rg["compute_per_step"].get<double>() * double(p["step"].get<int64_t>()));
+      EXPECT_TRUE(std::isfinite(p["loss"].get<double>()));
+    }
+    // The final checkpoint is complete and the 50% one was kept (keep_every_percent = 50).
+    auto ckpt = marin::latest_checkpoint(dir + "/rung-" + name);
+    ASSERT_TRUE(ckpt.has_value());
+    EXPECT_EQ(marin::read_run_state(*ckpt).step, steps);
+    EXPECT_TRUE(
+        fs::exists(fmt::format("{}/rung-{}/checkpoints/step-{:08d}", dir, name, steps / 2)));
+
+    // `marin plan` on the rung's model, batch and steps gives the same compute and rates.
+    auto p = run("plan" + plan_sets(dir + "/rung-" + name + "/model.toml") + " --batch " +
+                 std::to_string(rg["batch"].get<int64_t>()) + " --steps " + std::to_string(steps) +
+                 " --json");
+    ASSERT_EQ(p.code, 0) << p.out;
+    const json pj = json::parse(p.out);
+    EXPECT_EQ(pj["forecast_flops_per_step"].get<double>(), rg["compute_per_step"].get<double>())
+        << name;
+    EXPECT_EQ(pj["active_params"], rg["active_params"]) << name;
+    EXPECT_EQ(pj["config"], rg["config"]) << name;
+    EXPECT_EQ(pj["muonh_lr"].get<double>(), rg["hparams"]["muonh_lr"].get<double>()) << name;
+    EXPECT_EQ(pj["adam_lr"].get<double>(), rg["hparams"]["adam_lr"].get<double>()) << name;
+  }
+  // Rungs grow: compute per step and batch increase along the ladder.
+  for (size_t i = 1; i < rungs.size(); ++i) {
+    EXPECT_GT(rungs[i]["compute_per_step"].get<double>(),
+              rungs[i - 1]["compute_per_step"].get<double>());
+    EXPECT_GE(rungs[i]["batch"].get<int64_t>(), rungs[i - 1]["batch"].get<int64_t>());
+  }
+
+  // Interrupted rung: its final checkpoint is gone, the 50% one remains. A rerun skips the
+  // finished rungs, resumes this one from 50% and reproduces its curve bit for bit.
+  const std::string victim = rungs[1]["name"];
+  const int64_t vsteps = rungs[1]["steps"];
+  fs::remove_all(fmt::format("{}/rung-{}/checkpoints/step-{:08d}", dir, victim, vsteps));
+  r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("rung {} resumes at step {} of {}", victim, vsteps / 2, vsteps)),
+            std::string::npos)
+      << r.out;
+  for (size_t i = 0; i < rungs.size(); ++i) {
+    if (i == 1) continue;
+    EXPECT_NE(r.out.find(fmt::format("rung {} is done", rungs[i]["name"].get<std::string>())),
+              std::string::npos)
+        << r.out;
+  }
+  const json lj2 = load_json(dir + "/ladder.json");
+  EXPECT_EQ(lj2["rungs"][1]["curve"], rungs[1]["curve"]);
+  EXPECT_EQ(lj2, lj);  // ladder.json is deterministic: same training, same file
+
+  // A rung trained with other options is not silently reused.
+  const std::string toml = marin::read_file(MARIN_SOURCE_DIR "/configs/ladder_tiny.toml");
+  std::string changed = toml;
+  changed.replace(changed.find("seed = 1"), 8, "seed = 2");
+  marin::write_file_atomic(tmp.str("changed.toml"), changed);
+  r = run("ladder --config " + tmp.str("changed.toml") + " --out " + dir + " --tokens " +
+          tmp.str("train.bin") + " --valid-tokens " + tmp.str("valid.bin"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("trained with different options (seed)"), std::string::npos) << r.out;
+
+  // The forecast: 20 fits, the hash of ladder.json, a prediction, no silent overwrite.
+  const std::string fc = tmp.str("forecast.json");
+  r = run("forecast --ladder " + dir +
+          " --preset tiny --target-steps 400 --target-batch 16 "
+          "--fit-l-inf --out " +
+          fc);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json f = load_json(fc);
+  EXPECT_EQ(f["format"], "marin-forecast-v1");
+  EXPECT_EQ(f["ladder"]["xxh64"], sc::xxh64_hex(marin::read_file(dir + "/ladder.json")));
+  EXPECT_EQ(f["inputs"]["l_inf"]["mode"], "fitted");
+  EXPECT_EQ(f["inputs"]["target"]["compute_per_step"].get<double>(),
+            marin::forecast_flops_per_step(marin::ModelConfig::preset("tiny"), 16));
+  ASSERT_EQ(f["fits"].size(), 20u);
+  for (auto& e : f["fits"]) {
+    ASSERT_EQ(e["points"].size(), 4u);
+    EXPECT_DOUBLE_EQ(e["target_compute"].get<double>(),
+                     f["inputs"]["target"]["compute_per_step"].get<double>() * 400 *
+                         e["fraction"].get<double>());
+    if (!e["fit"].is_null()) {
+      const json& ft = e["fit"];
+      EXPECT_DOUBLE_EQ(e["predicted_loss"].get<double>(),
+                       ft["l_inf"].get<double>() +
+                           ft["A"].get<double>() * std::pow(e["target_compute"].get<double>(),
+                                                            -ft["alpha"].get<double>()));
+      EXPECT_EQ(ft["loo"]["errors"].size(), 4u);
+    }
+  }
+  r = run("forecast --ladder " + dir +
+          " --preset tiny --target-steps 400 --target-batch 16 --out " + fc);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("pre-registration"), std::string::npos) << r.out;
+  // With L∞ fixed at 0 (below every loss) every fraction has a fit; the tracker reads the file.
+  r = run("forecast --ladder " + dir +
+          " --preset tiny --target-steps 400 --target-batch 16 "
+          "--l-inf 0 --force --out " +
+          fc);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json f0 = load_json(fc);
+  for (auto& e : f0["fits"]) ASSERT_FALSE(e["fit"].is_null()) << e.dump();
+  const sc::ForecastTracker t(fc, 400);
+  EXPECT_EQ(t.steps().size(), 20u);
+  EXPECT_EQ(t.steps()[0], 20);
+  EXPECT_DOUBLE_EQ(t.predicted_final(), f0["prediction"]["final_loss"].get<double>());
+  EXPECT_THROW(sc::ForecastTracker(fc, 401), marin::Error);
+}
+
+TEST(LadderCli, CpuLadderConfigValidates) {
+  auto r = run("ladder --config " MARIN_SOURCE_DIR "/configs/ladder_cpu.toml --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* name : {"d96", "d128", "d192", "d256"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+  auto c = sc::LadderConfig::load(MARIN_SOURCE_DIR "/configs/ladder_cpu.toml");
+  ASSERT_GE(c.rungs.size(), 4u);
+  // cpu-small is the largest rung of this ladder.
+  EXPECT_EQ(c.rungs.back().model.to_json(), marin::ModelConfig::preset("cpu-small").to_json());
+  EXPECT_EQ(c.data_source["kind"], "mixture");
+  EXPECT_EQ(c.data_source["mixture"], "configs/fixture_mixture.toml");
+}
+
+TEST(LadderCli, ForecastRefusesAnUnfinishedLadder) {
+  TempDir tmp("scaling-unfinished");
+  json lj = {{"format", "marin-ladder-v1"},
+             {"ladder", {{"name", "x"}, {"tokens_per_param", 1.0}}},
+             {"metric", "valid_ce"},
+             {"rungs", json::array({{{"name", "a"}, {"status", "done"}, {"curve", json::array()}},
+                                    {{"name", "b"}, {"status", "pending"}},
+                                    {{"name", "c"}, {"status", "pending"}}})}};
+  marin::write_file_atomic(tmp.str("ladder.json"), lj.dump());
+  auto r = run("forecast --ladder " + tmp.str() +
+               " --preset tiny --target-steps 100 "
+               "--target-batch 8 --out " +
+               tmp.str("f.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("rung b is not done"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp.str("f.json")));
+}
