@@ -15,6 +15,7 @@
 #include "cli_util.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/contamination.hpp"
@@ -615,4 +616,27 @@ TEST(Decontaminate, RemovesExactlyTheOverlappingTrainingDocuments) {
   // The output must be new.
   const auto again = run(fmt::format("decontaminate --corpus {} --out {}", c, t.str("out")));
   EXPECT_EQ(again.code, 1) << again.out;
+}
+
+TEST(Audit, TrainingDataFromTheRunDirectory) {
+  Fixture& f = fx();
+  TempDir t("eval-run");
+  const std::string ck = t.str("run/checkpoints/step-00000010");
+  fs::create_directories(ck);
+  fs::copy(f.ckpt, ck, fs::copy_options::recursive);
+  const json run_json = {{"options",
+                          {{"data",
+                            {{"kind", "mixture"},
+                             {"tokens", f.tokens},
+                             {"mixture", MixtureConfig::uniform({"alpha"}).to_json()}}}}}};
+  write_file_atomic(t.str("run/run.json"), run_json.dump());
+  // No --tokens, --corpus or training data: all found from run.json and the token manifest.
+  const auto r = run(fmt::format("eval --checkpoint {} --quiet --json {}", ck, t.str("r.json")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(read_file(t.str("r.json")));
+  EXPECT_EQ(j["tokens"], f.tokens);
+  EXPECT_EQ(j["corpus"], f.corpus);
+  EXPECT_EQ(j["audit"]["train_sources"], json::array({"alpha:train"}));
+  EXPECT_EQ(j["domains"]["alpha"]["contaminated"]["documents"], 2);
+  EXPECT_EQ(j["domains"]["gamma"]["contaminated"]["documents"], 1);
 }
