@@ -87,6 +87,14 @@ TEST(Fit, FittedLInfRecoversTheLaw) {
   EXPECT_NEAR(f.l_inf, 2.0, 1e-5);
   EXPECT_NEAR(f.alpha, 0.2, 1e-5);
   EXPECT_NEAR(f.A / 60.0, 1.0, 1e-3);
+  EXPECT_FALSE(f.l_inf_at_bound);
+  // A pure power law (no L∞): the best L∞ is the lower bound, flagged, never below it.
+  std::vector<double> c0, l0;
+  law(60.0, 0.2, 0.0, 12, 18, 5, 0.0, c0, l0);
+  const sc::PowerLawFit f0 = sc::fit_free(c0, l0, 0.0);
+  EXPECT_TRUE(f0.l_inf_at_bound);
+  EXPECT_GE(f0.l_inf, 0.0);
+  EXPECT_NEAR(f0.alpha, 0.2, 1e-6);
 
   law(60.0, 0.2, 2.0, 12, 18, 7, 0.002, c, l);  // 0.2% noise on the reducible loss
   f = sc::fit_power_law(c, l, std::nullopt);

@@ -12,8 +12,15 @@ double PowerLawFit::predict(double compute) const {
 }
 
 nlohmann::json PowerLawFit::to_json() const {
-  nlohmann::json j = {{"A", A}, {"alpha", alpha}, {"l_inf", l_inf}, {"l_inf_fitted", l_inf_fitted},
-                      {"n", n}, {"sse", sse},     {"r2", r2},       {"r2_log", r2_log}};
+  nlohmann::json j = {{"A", A},
+                      {"alpha", alpha},
+                      {"l_inf", l_inf},
+                      {"l_inf_fitted", l_inf_fitted},
+                      {"l_inf_at_bound", l_inf_at_bound},
+                      {"n", n},
+                      {"sse", sse},
+                      {"r2", r2},
+                      {"r2_log", r2_log}};
   if (!loo_errors.empty())
     j["loo"] = {{"errors", loo_errors}, {"rmse", loo_rmse}, {"max_abs", loo_max_abs}};
   else
@@ -90,7 +97,8 @@ PowerLawFit fit_free(const std::vector<double>& compute, const std::vector<doubl
   const double u_hi = min_l - l_inf_min;
   const double u_lo =
       std::min(u_hi, 1e-7 * std::max(max_l - min_l, 1e-6 * std::abs(min_l) + 1e-12));
-  auto sse_at = [&](double log_u) { return fit_fixed(compute, loss, min_l - std::exp(log_u)).sse; };
+  auto l_at = [&](double log_u) { return std::max(l_inf_min, min_l - std::exp(log_u)); };
+  auto sse_at = [&](double log_u) { return fit_fixed(compute, loss, l_at(log_u)).sse; };
   const int grid = 800;
   const double lo = std::log(u_lo), hi = std::log(u_hi);
   int best = 0;
@@ -117,8 +125,10 @@ PowerLawFit fit_free(const std::vector<double>& compute, const std::vector<doubl
   }
   double log_u = fc < fd ? c : d;
   if (std::min(fc, fd) > best_sse) log_u = pts[best];
-  PowerLawFit f = fit_fixed(compute, loss, min_l - std::exp(log_u));
+  PowerLawFit f = fit_fixed(compute, loss, l_at(log_u));
   f.l_inf_fitted = true;
+  // The best L∞ on the lower edge of the search: the losses show no curvature that pins it.
+  f.l_inf_at_bound = log_u >= pts[grid - 1];
   return f;
 }
 

@@ -13,10 +13,11 @@ namespace marin::scaling {
 struct PowerLawFit {
   double A = 0, alpha = 0, l_inf = 0;
   bool l_inf_fitted = false;
-  int n = 0;          // points fitted
-  double sse = 0;     // Σ (L − L̂)² in nats²
-  double r2 = 0;      // 1 − SSE/SST in loss space
-  double r2_log = 0;  // R² of the log-space line
+  bool l_inf_at_bound = false;  // fitted L∞ at the search's lower bound (not pinned by the data)
+  int n = 0;                    // points fitted
+  double sse = 0;               // Σ (L − L̂)² in nats²
+  double r2 = 0;                // 1 − SSE/SST in loss space
+  double r2_log = 0;            // R² of the log-space line
   // Leave-one-rung-out: for point i, the fit on the others predicts L_i; error = L̂_i − L_i (nats).
   // Empty when too few points remain to fit (2 with L∞ fixed, 3 with L∞ fitted).
   std::vector<double> loo_errors;
