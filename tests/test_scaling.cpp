@@ -489,6 +489,31 @@ TEST(LadderCli, TinyLadderTrainsResumesAndForecasts) {
   EXPECT_EQ(t.steps()[0], 20);
   EXPECT_DOUBLE_EQ(t.predicted_final(), f0["prediction"]["final_loss"].get<double>());
   EXPECT_THROW(sc::ForecastTracker(fc, 401), marin::Error);
+
+  // The target run, tracked against its pre-registered forecast (marin train --forecast): it
+  // evaluates at every 5% and ends with a beat/miss report.
+  const std::string fc40 = tmp.str("forecast40.json");
+  r = run("forecast --ladder " + dir +
+          " --preset tiny --target-steps 40 --target-batch 4 --l-inf 0 --out " + fc40);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("train --preset tiny --batch 4 --steps 40 --tokens " + tmp.str("train.bin") +
+          " --valid-tokens " + tmp.str("valid.bin") + " --forecast " + fc40 + " --out " +
+          tmp.str("target"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("forecast: predicted"), std::string::npos) << r.out;
+  std::ifstream mf(tmp.str("target/metrics.jsonl"));
+  std::string line;
+  int tracked = 0;
+  while (std::getline(mf, line)) {
+    const json m = json::parse(line);
+    if (m.contains("forecast")) {
+      ++tracked;
+      EXPECT_DOUBLE_EQ(m["forecast"]["actual"].get<double>(), m["valid_ce"].get<double>());
+    }
+  }
+  EXPECT_EQ(tracked, 20);
+  const json rep = load_json(tmp.str("target/forecast_report.json"));
+  EXPECT_TRUE(rep["verdict"] == "beat" || rep["verdict"] == "miss") << rep.dump();
 }
 
 TEST(LadderCli, CpuLadderConfigValidates) {

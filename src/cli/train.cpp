@@ -12,8 +12,8 @@ namespace {
 
 struct TrainCli {
   ModelOptions model;
-  std::string tokens, valid_tokens, data, token_dir, tokenizer, out, init, resume, fork_from,
-      optimizer = "muonh";
+  std::string tokens, valid_tokens, data, token_dir, tokenizer, forecast, out, init, resume,
+      fork_from, optimizer = "muonh";
   std::string transport = "dropless", expert_radius = "layer";
   int batch = 8;
   int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4;
@@ -57,6 +57,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
       o.valid = {{"kind", "valid"}, {"tokens", a.token_dir}, {"domains", domains}};
   }
   if (want("--tokenizer")) o.tokenizer = a.tokenizer;
+  if (want("--forecast")) o.forecast = a.forecast;
   if (want("--valid-tokens") && (!a.valid_tokens.empty() || a.data.empty()))
     o.valid = a.valid_tokens.empty() ? nlohmann::json()
                                      : nlohmann::json{{"kind", "rows"}, {"path", a.valid_tokens}};
@@ -119,6 +120,8 @@ MARIN_COMMAND(
       app.add_option("--data", a->data,
                      "training data: a mixture config (TOML/JSON, see docs/data.md)");
       app.add_option("--token-dir", a->token_dir, "token shards of --data (marin tokenize)");
+      app.add_option("--forecast", a->forecast,
+                     "forecast.json (marin forecast): log predicted vs actual loss");
       app.add_option("--tokenizer", a->tokenizer,
                      "tokenizer.json of the shards (checked, copied into checkpoints)");
       app.add_option("--out", a->out, "run directory");

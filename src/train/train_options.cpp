@@ -8,9 +8,10 @@ void TrainOptions::resolve_hparams() {
   const HyperParams h = heuristic_hparams(model.hidden_dim, batch, model.seq_len, steps);
   if (optim.muonh_lr <= 0) optim.muonh_lr = h.muonh_lr;
   if (optim.adam_lr <= 0) optim.adam_lr = h.adam_lr;
-  if (optim.beta2 <= 0) optim.beta2 = h.beta2;
-  if (optim.eps <= 0) optim.eps = h.eps;
-  if (optim.beta1 <= 0) optim.beta1 = h.beta1;
+  // β1, β2 and ε always follow the rule (they depend on the batch and the horizon).
+  optim.beta1 = h.beta1;
+  optim.beta2 = h.beta2;
+  optim.eps = h.eps;
   optim.total_steps = steps;
 }
 
@@ -39,7 +40,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"max_bad_steps", max_bad_steps},
           {"data", data},
           {"valid", valid},
-          {"tokenizer", tokenizer}};
+          {"tokenizer", tokenizer},
+          {"forecast", forecast}};
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
@@ -70,6 +72,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.data = j.at("data");
   o.valid = j.at("valid");
   o.tokenizer = j.value("tokenizer", "");
+  o.forecast = j.value("forecast", "");
   return o;
 }
 

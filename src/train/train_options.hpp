@@ -29,9 +29,10 @@ struct TrainOptions {
   nlohmann::json valid;     // same shape, or null
   std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied
                             // into every checkpoint
+  std::string forecast;     // forecast.json (marin forecast) to score this run against
   std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
 
-  // Fills the learning rates / betas / eps left at 0 from the hyperparameter rule.
+  // Fills the learning rates left at 0, and β1/β2/ε, from the hyperparameter rule (§5).
   void resolve_hparams();
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <optional>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
@@ -16,6 +18,7 @@
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "model/moe/router_stats.hpp"
+#include "scaling/forecast.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin {
@@ -211,6 +214,14 @@ TrainResult Trainer::run() {
       run_dir_ + "/run.json",
       nlohmann::json({{"options", opt_.to_json()}, {"lineage", lineage_}}).dump(2) + "\n");
   const bool tty = isatty(fileno(stderr));
+  // A pre-registered forecast: evaluate at its fractions and log predicted vs actual.
+  std::optional<scaling::ForecastTracker> forecast;
+  std::set<int64_t> forecast_steps;
+  if (!opt_.forecast.empty()) {
+    if (!valid_) fail("--forecast needs validation data to measure the loss it predicts");
+    forecast.emplace(opt_.forecast, opt_.steps);
+    for (int64_t s : forecast->steps()) forecast_steps.insert(s);
+  }
   const ModelConfig& c = opt_.model;
   const int64_t tokens_per_step = int64_t(opt_.batch) * c.seq_len;
   Timer wall;
@@ -264,11 +275,13 @@ TrainResult Trainer::run() {
           "is {}",
           bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
     }
-    const bool eval_now =
-        valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) || step_ == opt_.steps);
+    const bool eval_now = valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) ||
+                                     step_ == opt_.steps || forecast_steps.count(step_));
     if (eval_now) {
       res.last_valid_ce = validate();
       m["valid_ce"] = res.last_valid_ce;
+      if (forecast)
+        if (auto rec = forecast->observe(step_, res.last_valid_ce)) m["forecast"] = *rec;
     }
     write_metrics(m);
     const double elapsed = wall.seconds();
@@ -296,6 +309,14 @@ TrainResult Trainer::run() {
       res.last_checkpoint = save_checkpoint();
   }
   if (tty) fmt::print(stderr, "\n");
+  if (forecast && step_ == opt_.steps && res.last_valid_ce >= 0) {
+    const nlohmann::json report = forecast->final_report(res.last_valid_ce, std::nullopt);
+    write_file_atomic(run_dir_ + "/forecast_report.json", report.dump(2) + "\n");
+    fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
+               report.value("predicted", 0.0), report.value("actual", 0.0),
+               report.value("verdict", std::string("?")), report.value("diff_nats", 0.0),
+               report.value("diff_percent", 0.0));
+  }
   std::signal(SIGINT, old_handler);
   res.steps_done = step_;
   return res;
