@@ -209,3 +209,40 @@ TEST(Train, DamagedCheckpointIsDetected) {
   EXPECT_NE(r.out.find("checksum mismatch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 10"), std::string::npos) << r.out;
 }
+
+TEST(Train, FromTextWithPerDomainEvaluation) {
+  TempDir tmp("text");
+  const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
+  ASSERT_EQ(run("tokenizer train --vocab 512 --in " + fixture +
+                "/bible_kjv/train-00000.jsonl --out " + tmp.str("tok.json"))
+                .code,
+            0);
+  ASSERT_EQ(run("tokenize --vocab " + tmp.str("tok.json") + " --corpus " + fixture + " --out " +
+                tmp.str("tokens"))
+                .code,
+            0);
+  std::ofstream(tmp.str("mix.toml")) << "weights = { bible_kjv = 1, fortunes = 1 }\n";
+  auto r = run("train --preset tiny --batch 4 --steps 10 --data " + tmp.str("mix.toml") +
+               " --token-dir " + tmp.str("tokens") + " --tokenizer " + tmp.str("tok.json") +
+               " --eval-every 5 --eval-domains-every 10 --out " + tmp.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto m = metrics(tmp.str("run"));
+  ASSERT_EQ(m.size(), 10u);
+  EXPECT_TRUE(m[4].contains("valid_ce"));
+  ASSERT_TRUE(m[9].contains("eval"));
+  EXPECT_EQ(m[9]["eval"]["domains"].size(), 13u);  // every validation domain of the fixture
+  EXPECT_GT(m[9]["eval"]["macro_loss"].get<double>(), 0.0);
+  EXPECT_GT(m[9]["eval"]["macro_bpb"].get<double>(), 0.0);
+  // The checkpoint carries the tokenizer (formats.md), so it can be scored or sampled from.
+  EXPECT_TRUE(fs::exists(tmp.str("run/checkpoints/step-00000010/tokenizer.json")));
+  // A tokenizer that does not match the shards is refused, naming both hashes.
+  ASSERT_EQ(run("tokenizer train --vocab 400 --in " + fixture +
+                "/fortunes/train-00000.jsonl --out " + tmp.str("other.json"))
+                .code,
+            0);
+  r = run("train --preset tiny --batch 4 --steps 2 --data " + tmp.str("mix.toml") +
+          " --token-dir " + tmp.str("tokens") + " --tokenizer " + tmp.str("other.json") +
+          " --out " + tmp.str("bad"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("hash"), std::string::npos) << r.out;
+}

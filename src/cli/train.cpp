@@ -16,7 +16,8 @@ struct TrainCli {
       fork_from, optimizer = "muonh";
   std::string transport = "dropless", expert_radius = "layer";
   int batch = 8;
-  int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4;
+  int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4,
+          eval_domains_every = 0;
   uint64_t seed = 0;
   double muonh_lr = 0, adam_lr = 0, adamw_wd = 0.1, time_limit = 0;
   bool gate_router_wd = false, no_qb = false;
@@ -76,6 +77,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--keep-every")) o.keep_every = a.keep_every;
   if (want("--eval-every")) o.eval_every = a.eval_every;
   if (want("--eval-batches")) o.eval_batches = a.eval_batches;
+  if (want("--eval-domains-every")) o.eval_domains_every = a.eval_domains_every;
   if (want("--max-bad-steps")) o.max_bad_steps = a.max_bad_steps;
   o.time_limit_s = a.time_limit;
   o.inject_nan_grad_steps = a.inject_nan;
@@ -147,6 +149,8 @@ MARIN_COMMAND(
       app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps");
       app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps");
       app.add_option("--eval-every", a->eval_every, "validate every N steps");
+      app.add_option("--eval-domains-every", a->eval_domains_every,
+                     "per-domain macro loss/BPB (as marin eval) every N steps and at the end");
       app.add_option("--eval-batches", a->eval_batches, "validation batches")->default_val(4);
       app.add_option("--max-bad-steps", a->max_bad_steps,
                      "consecutive non-finite steps before stopping")

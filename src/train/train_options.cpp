@@ -37,6 +37,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"keep_every", keep_every},
           {"eval_every", eval_every},
           {"eval_batches", eval_batches},
+          {"eval_domains_every", eval_domains_every},
           {"max_bad_steps", max_bad_steps},
           {"data", data},
           {"valid", valid},
@@ -68,6 +69,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.keep_every = j.at("keep_every").get<int64_t>();
   o.eval_every = j.at("eval_every").get<int64_t>();
   o.eval_batches = j.at("eval_batches").get<int64_t>();
+  o.eval_domains_every = j.value("eval_domains_every", int64_t(0));
   o.max_bad_steps = j.at("max_bad_steps").get<int>();
   o.data = j.at("data");
   o.valid = j.at("valid");

@@ -23,6 +23,9 @@ struct TrainOptions {
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)
   int64_t eval_every = 0;  // validation period (0: only at the end when validation data exists)
   int64_t eval_batches = 4;
+  // Per-domain evaluation (marin eval's macro loss / BPB over every validation domain of the
+  // token directory, dropless) every N steps and at the end; 0: off. Needs text data.
+  int64_t eval_domains_every = 0;
   int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
   double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
   nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}

@@ -17,6 +17,7 @@
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
+#include "eval/domain_eval.hpp"
 #include "model/moe/router_stats.hpp"
 #include "scaling/forecast.hpp"
 #include "train/checkpoint.hpp"
@@ -206,6 +207,21 @@ double Trainer::validate() {
   return n > 0 ? ce / double(n) : -1;
 }
 
+nlohmann::json Trainer::evaluate_domains() {
+  if (opt_.data.value("kind", "") != "mixture")
+    fail("per-domain evaluation during training needs text data (--data with --token-dir)");
+  eval::EvalOptions eo;
+  eo.token_dir = opt_.data.at("tokens").get<std::string>();
+  eo.progress = false;
+  if (!opt_.tokenizer.empty()) eo.tokenizer_hash = Tokenizer::load(opt_.tokenizer).hash();
+  const eval::EvalReport r = eval::evaluate_domains(*model_, eo);
+  nlohmann::json domains;
+  for (auto& d : r.domains) domains[d.domain] = {{"ce", d.all.mean_ce()}, {"bpb", d.all.bpb()}};
+  return {{"macro_loss", r.macro.loss ? *r.macro.loss : -1.0},
+          {"macro_bpb", r.macro.bpb ? *r.macro.bpb : -1.0},
+          {"domains", domains}};
+}
+
 TrainResult Trainer::run() {
   TrainResult res;
   g_interrupted = false;
@@ -283,6 +299,9 @@ TrainResult Trainer::run() {
       if (forecast)
         if (auto rec = forecast->observe(step_, res.last_valid_ce)) m["forecast"] = *rec;
     }
+    if (opt_.eval_domains_every > 0 &&
+        (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))
+      m["eval"] = evaluate_domains();
     write_metrics(m);
     const double elapsed = wall.seconds();
     const double rate = double(step_ - first_step) / elapsed;

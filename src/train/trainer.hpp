@@ -42,6 +42,7 @@ class Trainer {
   std::string save_checkpoint();
   void write_metrics(const nlohmann::json& j);
   double validate();
+  nlohmann::json evaluate_domains();  // macro loss / BPB over every validation domain
 
   TrainOptions opt_;
   std::string run_dir_;
