@@ -6,12 +6,69 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/rng.hpp"
 
 namespace marin::testing {
+
+// ---- whole-tensor helpers (the kernel tests compare full gradient tensors) ----
+
+inline std::vector<double> randn(size_t n, uint64_t seed, double scale = 1.0) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// ‖a − b‖ / max(‖a‖, ‖b‖) (the absolute norm when both are zero).
+inline double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+  }
+  const double den = std::sqrt(std::max(na, nb));
+  return den == 0 ? std::sqrt(num) : std::sqrt(num) / den;
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Central difference of `loss` with respect to one element (restored afterwards).
+inline double central_difference(double& x, const std::function<double()>& loss, double h) {
+  const double x0 = x;
+  x = x0 + h;
+  const double lp = loss();
+  x = x0 - h;
+  const double lm = loss();
+  x = x0;
+  return (lp - lm) / (2 * h);
+}
+
+// The finite-difference gradient of `loss` with respect to every element of x.
+inline std::vector<double> fd_grad(std::vector<double>& x, const std::function<double()>& loss,
+                                   double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) g[i] = central_difference(x[i], loss, h);
+  return g;
+}
+
+inline std::vector<float> to_f(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+inline std::vector<double> to_d(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+// ---- per-tensor checks over named parameters (modules and the whole model) ----
 
 struct GradTensor {
   std::string name;
@@ -44,13 +101,7 @@ inline std::vector<GradResult> gradcheck(const std::function<double()>& loss,
     }
     double diff2 = 0, fd2 = 0, an2 = 0;
     for (int64_t i : idx) {
-      const double orig = t.value[i];
-      t.value[i] = orig + h;
-      const double lp = loss();
-      t.value[i] = orig - h;
-      const double lm = loss();
-      t.value[i] = orig;
-      const double fd = (lp - lm) / (2 * h), an = t.grad[i];
+      const double fd = central_difference(t.value[i], loss, h), an = t.grad[i];
       diff2 += (fd - an) * (fd - an);
       fd2 += fd * fd;
       an2 += an * an;

@@ -7,59 +7,14 @@
 #include <random>
 #include <vector>
 
+#include "gradcheck.hpp"
 #include "kernels/kernels.hpp"
 
 namespace mk = marin::kernels;
 using Vec = std::vector<double>;
+using namespace marin::testing;
 
 namespace {
-
-Vec randn(size_t n, uint64_t seed, double scale = 1.0) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<double> d(0.0, scale);
-  Vec v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-double rel_err(const Vec& a, const Vec& b) {
-  double num = 0, na = 0, nb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
-  }
-  const double den = std::sqrt(std::max(na, nb));
-  return den == 0 ? std::sqrt(num) : std::sqrt(num) / den;
-}
-
-double dot(const Vec& a, const Vec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Central finite differences of a scalar loss with respect to x (x is perturbed in place).
-Vec fd_grad(Vec& x, const std::function<double()>& loss, double h = 1e-6) {
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = loss();
-    x[i] = x0 - h;
-    const double lm = loss();
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * h);
-  }
-  return g;
-}
-
-std::vector<float> to_f(const Vec& v) {
-  return std::vector<float>(v.begin(), v.end());
-}
-Vec to_d(const std::vector<float>& v) {
-  return Vec(v.begin(), v.end());
-}
 
 constexpr double kFdTol = 1e-6;
 constexpr double kF32Tol = 1e-5;
