@@ -20,11 +20,19 @@ struct PlanOptions {
   bool json = false;
 };
 
+// Counts in thousands (K, M, B, T); byte sizes in powers of 1024 (KiB … PiB).
 std::string human(double x) {
   const char* units[] = {"", "K", "M", "B", "T"};
   int u = 0;
   while (std::abs(x) >= 1000 && u < 4) x /= 1000, ++u;
   return fmt::format("{:.2f}{}", x, units[u]);
+}
+
+std::string bytes(double x) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (std::abs(x) >= 1024 && u < 5) x /= 1024, ++u;
+  return fmt::format("{:.2f} {}", x, units[u]);
 }
 
 int run_plan(const PlanOptions& o) {
@@ -99,9 +107,9 @@ int run_plan(const PlanOptions& o) {
   fmt::print("train FLOPs    {:>20.4e}\n", train_flops);
   fmt::print("muonh_lr {:.3e}  adam_lr {:.3e}  beta1 {:.2f}  beta2 {:.4f}  eps {:.3e}\n",
              h.muonh_lr, h.adam_lr, h.beta1, h.beta2, h.eps);
-  fmt::print("memory (fp32)  weights {}B  grads {}B  optimizer {}B  activations {}B  total {}B\n",
-             human(double(weights)), human(double(grads)), human(double(opt_state)),
-             human(double(acts)), human(double(weights + grads + opt_state + acts)));
+  fmt::print("memory (fp32)  weights {}  grads {}  optimizer {}  activations {}  total {}\n",
+             bytes(double(weights)), bytes(double(grads)), bytes(double(opt_state)),
+             bytes(double(acts)), bytes(double(weights + grads + opt_state + acts)));
   return 0;
 }
 
