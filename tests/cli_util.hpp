@@ -5,7 +5,20 @@
 #include <filesystem>
 #include <string>
 
+#include "core/error.hpp"
+
 namespace marin::testing {
+
+// The message of the marin::Error thrown by f, or "" if none is thrown.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const marin::Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 struct RunResult {
   int code = -1;

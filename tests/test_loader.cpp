@@ -23,16 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-// The message of the marin::Error thrown by f, or "" if none is thrown.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const marin::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using marin::testing::error_of;
 
 #define EXPECT_ERROR(expr, ...)                                                               \
   do {                                                                                        \

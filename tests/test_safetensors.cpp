@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/rng.hpp"
@@ -67,16 +68,7 @@ Sample sample() {
   return x;
 }
 
-// Every marin::Error message from f, or "" when it does not throw.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const marin::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using marin::testing::error_of;
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');
