@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # docs/experiments.md: cpu-small on the fixture mixture, MuonH (the recipe) vs an AdamW baseline on
 # the same tokens, each at its best learning rate from a small sweep. Writes runs/exp-opt/.
-# Usage: scripts/experiment_muonh_vs_adamw.sh [STEPS] [BATCH]
+# Usage: [MUONH_MULTS="0.5 1 2 4 8"] [ADAMW_LRS="0.001 0.003 0.01"] [EXP_DIR=runs/exp-opt] \
+#        scripts/experiment_muonh_vs_adamw.sh [STEPS] [BATCH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=build/bin/marin
+B=${MARIN:-build/bin/marin}
 D=${EXP_DIR:-runs/exp-opt}
 STEPS=${1:-150}
 BATCH=${2:-4}
@@ -21,17 +22,17 @@ run() {  # name, extra args...
   rm -rf "${D:?}/$name"
   $B train "${common[@]}" "$@" --out "$D/$name" 2>"$D/$name.log" >/dev/null
 }
-# The §5 rule's rates for this shape, then ×0.5 and ×2 around them.
+# The §5 rule's rates for this shape, then ×0.5 … ×8 around them.
 read -r MU AD < <($B plan --preset cpu-small --batch "$BATCH" --steps "$STEPS" --json |
   /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["muonh_lr"], j["adam_lr"])')
 sweep_muonh() {
-  for m in 0.5 1 2; do
+  for m in ${MUONH_MULTS:-0.5 1 2 4 8}; do
     run "muonh-x$m" --optimizer muonh \
       --muonh-lr "$(/usr/bin/python3 -c "print($MU*$m)")" --adam-lr "$(/usr/bin/python3 -c "print($AD*$m)")"
   done
 }
 sweep_adamw() {
-  for lr in 0.001 0.003 0.01; do run "adamw-$lr" --optimizer adamw --adam-lr "$lr"; done
+  for lr in ${ADAMW_LRS:-0.001 0.003 0.01}; do run "adamw-$lr" --optimizer adamw --adam-lr "$lr"; done
 }
 sweep_muonh & sweep_adamw & wait
-/usr/bin/python3 scripts/plot_experiment.py "$D" docs/img/muonh_vs_adamw.png
+/usr/bin/python3 scripts/plot_experiment.py "$D" "${PLOT:-docs/img/muonh_vs_adamw.png}"

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace marin;
 using namespace marin::eval;
+using marin::testing::error_of;
 using marin::testing::run;
 using marin::testing::TempDir;
 
@@ -306,6 +307,50 @@ TEST(Report, BitsPerByteAndMacroByHand) {
   const json j = d[2].all.to_json();
   EXPECT_TRUE(j["mean_ce"].is_null());
   EXPECT_TRUE(j["bpb"].is_null());
+}
+
+// A per-domain token budget scores a fixed subset: documents in order, each only if it fits in
+// what is left (the first always); the subset's scores are those of the same documents scored
+// alone, and the audit counts only the subset.
+TEST(Budget, GreedySubsetInOrderAndItsAudit) {
+  const DocTokens docs = load_docs("alpha");
+  const uint64_t budget = docs.size(0) + docs.size(2) + 1;  // the first, then what still fits
+  std::vector<uint64_t> want;
+  uint64_t left = budget;
+  for (uint64_t d = 0; d < docs.count(); ++d)
+    if (d == 0 || docs.size(d) <= left) want.push_back(d), left -= std::min(left, docs.size(d));
+  ASSERT_LT(want.size(), docs.count());  // the budget really leaves documents out
+  auto m = load_model();
+  EvalOptions o;
+  o.token_dir = fx().tokens;
+  o.corpus = fx().corpus;
+  o.domains = {"alpha"};
+  o.max_tokens = budget;
+  o.progress = false;
+  const EvalReport r = evaluate_domains(*m, o);
+  ASSERT_EQ(r.domains.size(), 1u);
+  const DomainResult& a = r.domains[0];
+  EXPECT_EQ(a.all.documents, want.size());
+  DocTokens sub;
+  uint64_t bytes = 0;
+  for (uint64_t d : want) {
+    sub.add(docs.doc(d), docs.size(d));
+    bytes += fx().valid["alpha"][d].text.size();
+  }
+  const auto scores = score_documents(*m, sub, 0);
+  double ce = 0;
+  for (auto& s : scores) ce += s.ce;
+  EXPECT_EQ(a.all.tokens, sub.tokens.size());
+  EXPECT_LE(a.all.tokens, std::max<uint64_t>(budget, docs.size(0)));
+  EXPECT_EQ(a.all.bytes, bytes);
+  EXPECT_NEAR(a.all.ce, ce, 1e-6 * std::abs(ce));
+  // Deterministic: the same subset and the same numbers again.
+  const EvalReport again = evaluate_domains(*m, o);
+  EXPECT_EQ(again.domains[0].all.ce, a.all.ce);
+  // Without the text there are no per-document bytes for a subset: refused.
+  o.corpus.clear();
+  EXPECT_NE(error_of([&] { evaluate_domains(*m, o); }).find("needs the text corpus"),
+            std::string::npos);
 }
 
 TEST(Audit, PlantedContaminationAcceptance) {

@@ -17,6 +17,7 @@
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/contamination.hpp"
 #include "eval/domain_eval.hpp"
+#include "eval/macro_metric.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin::cli {
@@ -28,6 +29,7 @@ struct EvalArgs {
   std::string checkpoint, tokens, corpus, json_out, tokenizer, run;
   std::vector<std::string> domains;
   int64_t stride = 0;
+  uint64_t max_tokens = 0;
   int batch = 8;
   std::string train_corpus, mixture;
   std::vector<std::string> train_domains;
@@ -65,16 +67,6 @@ std::optional<std::pair<json, std::string>> run_options(const EvalArgs& a) {
   return std::nullopt;
 }
 
-std::vector<eval::TrainSource> mixture_sources(const MixtureConfig& mix) {
-  std::vector<eval::TrainSource> out;
-  for (size_t i = 0; i < mix.sources.size(); ++i) {
-    bool used = false;
-    for (const auto& ph : mix.phases) used |= i < ph.weights.size() && ph.weights[i] > 0;
-    if (used) out.push_back({mix.sources[i].domain, mix.sources[i].split});
-  }
-  return out;
-}
-
 std::string existing_dir(const std::string& p) {
   return !p.empty() && fs::is_directory(p) ? p : "";
 }
@@ -108,10 +100,11 @@ int run_eval(EvalArgs a) {
       train = eval::TrainText::of_domains(a.train_corpus, a.train_domains);
       train_from = "--train-domains";
     } else if (!a.mixture.empty()) {
-      train = eval::TrainText{a.train_corpus, mixture_sources(MixtureConfig::load(a.mixture))};
+      train =
+          eval::TrainText{a.train_corpus, eval::mixture_sources(MixtureConfig::load(a.mixture))};
       train_from = a.mixture;
     } else if (run_mix) {
-      train = eval::TrainText{a.train_corpus, mixture_sources(*run_mix)};
+      train = eval::TrainText{a.train_corpus, eval::mixture_sources(*run_mix)};
       train_from = run->second;
       if (train->corpus.empty() && !run_tokens.empty())
         train->corpus = existing_dir(TokenManifest::load(run_tokens).corpus);
@@ -166,6 +159,7 @@ int run_eval(EvalArgs a) {
   o.domains = a.domains;
   o.corpus = a.corpus;
   o.stride = a.stride;
+  o.max_tokens = a.max_tokens;
   o.tokenizer_hash = tok_hash;
   o.skip_empty = a.skip_empty;
   o.index = index ? &*index : nullptr;
@@ -224,6 +218,9 @@ MARIN_COMMAND(
                      "text corpus of the token directory (default: the manifest's, if present)");
       app.add_option("--stride", a->stride,
                      "sliding-window stride for documents longer than seq_len (default seq_len/2)");
+      app.add_option("--max-tokens", a->max_tokens,
+                     "score a fixed subset per domain: documents in order that fit this many "
+                     "tokens (default: all)");
       app.add_option("--batch", a->batch, "rows per forward pass")->capture_default_str();
       app.add_option("--json", a->json_out, "write the JSON report here");
       app.add_option("--train-corpus", a->train_corpus,

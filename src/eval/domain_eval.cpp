@@ -258,6 +258,9 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
          man.vocab_size, cfg.vocab_size);
   if (o.index && o.corpus.empty())
     fail("contamination audit: the evaluation text is needed (give the text corpus)");
+  if (o.max_tokens > 0 && o.corpus.empty())
+    fail("a token budget per domain ({}) needs the text corpus for the subset's bytes",
+         o.max_tokens);
 
   EvalReport rep;
   rep.seq_len = cfg.seq_len;
@@ -292,10 +295,18 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
     std::vector<uint64_t> bytes;
     std::vector<Overlap> overlap;
     uint64_t header_bytes = 0;
+    uint64_t budget = o.max_tokens;  // what is left of the domain's token budget
     for (const TokenShardInfo& info : man.find(domain, o.split)) {
       const TokenShard sh = TokenShard::open(man.path(info), man.tokenizer_hash, man.vocab_size);
       std::vector<int32_t> buf;
+      std::vector<bool> taken(sh.documents(), true);
       for (uint64_t d = 0; d < sh.documents(); ++d) {
+        if (o.max_tokens > 0) {
+          const bool first = docs.count() == 0;
+          taken[d] = first || sh.doc_size(d) <= budget;
+          if (!taken[d]) continue;
+          budget -= std::min<uint64_t>(budget, sh.doc_size(d));
+        }
         buf.resize(sh.doc_size(d));
         sh.copy(sh.doc_begin(d), buf.size(), buf.data());
         docs.add(buf.data(), buf.size());
@@ -309,7 +320,9 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
              text.string(), man.path(info));
       uint64_t n = 0, b = 0;
       for_each_jsonl_document(text.string(), [&](uint64_t, std::string_view, const std::string& t) {
+        const bool take = n < taken.size() && taken[n];
         ++n, b += t.size();
+        if (!take) return;
         bytes.push_back(t.size());
         if (o.index) overlap.push_back(document_overlap(*o.index, t));
       });

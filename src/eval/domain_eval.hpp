@@ -66,7 +66,12 @@ struct EvalOptions {
   // per-document UTF-8 bytes and the contamination audit; "" = no text (bytes from the shard
   // headers, no audit). Counts and bytes must match the token shards (else marin::Error).
   std::string corpus;
-  int64_t stride = 0;           // 0: seq_len / 2
+  int64_t stride = 0;  // 0: seq_len / 2
+  // A fixed subset per domain, for evaluations repeated during training (ladders, forecasts):
+  // documents in shard order, each taken only if it fits in what is left of max_tokens (the first
+  // document is always taken). Deterministic, so every evaluation scores the same documents.
+  // 0 = every document. Needs the text corpus (the subset's bytes are per document).
+  uint64_t max_tokens = 0;
   uint64_t tokenizer_hash = 0;  // the model's tokenizer; ≠ 0 and ≠ the shards' → marin::Error
   bool skip_empty = false;      // an empty domain is skipped with a warning instead of an error
   const NgramIndex* index = nullptr;  // training n-grams: enables the audit (needs corpus)

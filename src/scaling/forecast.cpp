@@ -59,10 +59,10 @@ json make_forecast(const ForecastOptions& o) {
                            {"active_params", r.at("active_params")}});
 
   json fits = json::array();
-  std::optional<double> final_prediction;
+  std::optional<double> final_prediction, final_clean;
   for (int64_t k = 1; k <= kFractions; ++k) {
     const double g = double(k) / double(kFractions);
-    std::vector<double> c, l;
+    std::vector<double> c, l, lc;  // compute, loss, clean-only loss (when every rung has one)
     json points = json::array();
     for (auto& r : rungs) {
       const json& curve = r.at("curve");
@@ -79,6 +79,10 @@ json make_forecast(const ForecastOptions& o) {
                         {"step", p.at("step")},
                         {"compute", c.back()},
                         {"loss", l.back()}});
+      if (p.contains("clean_loss") && p["clean_loss"].is_number()) {
+        lc.push_back(p["clean_loss"].get<double>());
+        points.back()["clean_loss"] = lc.back();
+      }
     }
     const double target_compute = target_per_step * g * double(o.target_steps);
     json e = {{"fraction", g},
@@ -95,10 +99,24 @@ json make_forecast(const ForecastOptions& o) {
       e["predicted_loss"] = nullptr;
       e["error"] = err.what();
     }
+    // The same law fitted on the clean-only macro loss (contaminated documents left out), so
+    // that the target's clean loss is compared with a forecast of the same quantity.
+    if (lc.size() == l.size()) {
+      try {
+        const PowerLawFit f = fit_power_law(c, lc, o.l_inf);
+        e["clean_fit"] = f.to_json();
+        e["predicted_clean_loss"] = f.predict(target_compute);
+        if (k == kFractions) final_clean = f.predict(target_compute);
+      } catch (const Error& err) {
+        e["clean_fit"] = nullptr;
+        e["predicted_clean_loss"] = nullptr;
+        e["clean_error"] = err.what();
+      }
+    }
     fits.push_back(e);
   }
 
-  return {
+  json forecast = {
       {"format", "marin-forecast-v1"},
       {"created", utc_now()},
       {"ladder",
@@ -128,6 +146,10 @@ json make_forecast(const ForecastOptions& o) {
       {"prediction",
        {{"final_loss", final_prediction ? json(*final_prediction) : json(nullptr)},
         {"metric", ladder.value("metric", "valid_ce")}}}};
+  if (final_clean) forecast["prediction"]["clean_final_loss"] = *final_clean;
+  // The metric's definition (documents, budget, audit): the target is scored with exactly it.
+  if (ladder.contains("eval")) forecast["eval"] = ladder["eval"];
+  return forecast;
 }
 
 ForecastTracker::ForecastTracker(const std::string& forecast_path, int64_t total_steps) {
@@ -158,8 +180,13 @@ ForecastTracker ForecastTracker::from_json(const json& f, int64_t total_steps) {
       const int64_t step = std::llround(g * double(total_steps));
       t.by_step_[step] = {g, e["predicted_loss"].get<double>()};
       if (std::abs(g - 1.0) < 1e-12) t.final_ = e["predicted_loss"].get<double>();
+      if (e.contains("predicted_clean_loss") && e["predicted_clean_loss"].is_number()) {
+        t.clean_by_step_[step] = e["predicted_clean_loss"].get<double>();
+        if (std::abs(g - 1.0) < 1e-12) t.final_clean_ = t.clean_by_step_[step];
+      }
     }
     t.metric_ = f.at("prediction").value("metric", "valid_ce");
+    t.eval_ = f.value("eval", json());
     t.ladder_hash_ = f.at("ladder").value("xxh64", "");
     t.created_ = f.value("created", "");
   } catch (const json::exception& e) {
@@ -168,14 +195,22 @@ ForecastTracker ForecastTracker::from_json(const json& f, int64_t total_steps) {
   return t;
 }
 
-std::optional<json> ForecastTracker::observe(int64_t step, double loss) const {
+std::optional<json> ForecastTracker::observe(int64_t step, double loss,
+                                             std::optional<double> clean_loss) const {
   auto it = by_step_.find(step);
   if (it == by_step_.end()) return std::nullopt;
   const auto [g, pred] = it->second;
   const double diff = loss - pred;
-  return json{{"step", step},    {"fraction", g},     {"predicted", pred},
-              {"actual", loss},  {"diff_nats", diff}, {"diff_percent", 100.0 * diff / pred},
-              {"beat", diff < 0}};
+  json r{{"step", step},    {"fraction", g},     {"predicted", pred},
+         {"actual", loss},  {"diff_nats", diff}, {"diff_percent", 100.0 * diff / pred},
+         {"beat", diff < 0}};
+  auto c = clean_by_step_.find(step);
+  if (clean_loss && c != clean_by_step_.end())
+    r["clean"] = {{"predicted", c->second},
+                  {"actual", *clean_loss},
+                  {"diff_nats", *clean_loss - c->second},
+                  {"beat", *clean_loss < c->second}};
+  return r;
 }
 
 namespace {
@@ -199,7 +234,10 @@ json ForecastTracker::final_report(double loss, std::optional<double> clean_loss
   r["ladder_xxh64"] = ladder_hash_;
   r["steps"] = total_steps_;
   if (clean_loss) {
-    r["clean"] = compare(*final_, *clean_loss);
+    // Against the forecast of the clean-only loss when the ladder measured one; otherwise
+    // against the all-document forecast (said so in "against").
+    r["clean"] = compare(final_clean_ ? *final_clean_ : *final_, *clean_loss);
+    r["clean"]["against"] = final_clean_ ? "clean-only forecast" : "all-document forecast";
     // The macro loss over all documents minus the clean-only one (contamination lowers it).
     r["all_minus_clean_nats"] = loss - *clean_loss;
   }

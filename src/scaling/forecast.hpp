@@ -46,7 +46,9 @@ class ForecastTracker {
   // `step` = completed steps when `loss` was measured (the trainer's valid_ce point). At a
   // forecast fraction (step == round(g·total_steps)) returns {step, fraction, predicted, actual,
   // diff_nats (actual − predicted), diff_percent (of predicted), beat}; otherwise nullopt.
-  std::optional<nlohmann::json> observe(int64_t step, double loss) const;
+  // With `clean_loss` and a clean-only forecast at that step, the record gains "clean".
+  std::optional<nlohmann::json> observe(int64_t step, double loss,
+                                        std::optional<double> clean_loss = std::nullopt) const;
   // The final comparison at g = 100%: {metric, predicted, actual, diff_nats, diff_percent,
   // verdict: "beat" | "miss" | "exact", ...}; with `clean_loss` (the clean-only macro loss of
   // the contamination audit) the same comparison under "clean".
@@ -55,13 +57,19 @@ class ForecastTracker {
   // The steps at which a prediction exists (the run should evaluate there).
   std::vector<int64_t> steps() const;
   double predicted_final() const;
+  // The ladder's metric ("valid_ce" or "macro_loss") and, for "macro_loss", its definition
+  // (eval::MacroMetric JSON; null when the forecast has none).
+  const std::string& metric() const { return metric_; }
+  const nlohmann::json& eval_spec() const { return eval_; }
 
  private:
   ForecastTracker() = default;
   int64_t total_steps_ = 0;
   std::map<int64_t, std::pair<double, double>> by_step_;  // step → (fraction, predicted)
-  std::optional<double> final_;
+  std::map<int64_t, double> clean_by_step_;               // step → predicted clean-only loss
+  std::optional<double> final_, final_clean_;
   std::string metric_, ladder_hash_, created_;
+  nlohmann::json eval_;
 };
 
 }  // namespace marin::scaling

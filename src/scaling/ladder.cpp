@@ -11,14 +11,18 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "data/mixture.hpp"
+#include "data/shards.hpp"
+#include "data/tokenizer/tokenizer.hpp"
 #include "model/accounting.hpp"
 #include "optim/hparams.hpp"
+#include "train/checkpoint.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/trainer.hpp"
 
@@ -141,7 +145,7 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
   std::ostringstream ss;
   ss << toml::json_formatter{t};
   const json root = json::parse(ss.str());
-  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data"});
+  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data", "eval"});
 
   LadderConfig c;
   c.path = origin;
@@ -275,6 +279,16 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
       fail("{}: 'kind' must be \"rows\" or \"mixture\", got \"{}\"", wd, kind);
     }
   }
+  if (root.contains("eval")) {
+    const std::string we = origin + " [eval]";
+    c.eval_source = root["eval"];
+    check_keys(
+        c.eval_source, we,
+        {"metric", "corpus", "max_tokens", "domains", "stride", "audit", "ngram", "threshold"});
+    const std::string metric = get_string(c.eval_source, "metric", we, true);
+    if (metric != "macro_loss" && metric != "valid_ce")
+      fail("{}: 'metric' must be \"macro_loss\" or \"valid_ce\", got \"{}\"", we, metric);
+  }
   return c;
 }
 
@@ -315,6 +329,32 @@ void LadderConfig::finalize() {
     for (auto& src : mix.sources) domains.push_back(src.domain);
     valid = {{"kind", "valid"}, {"tokens", token_dir}, {"domains", domains}};
     tokenizer = data_source["tokenizer"].get<std::string>();
+  }
+  macro.reset();
+  if (eval_source.is_object() && eval_source.value("metric", "") == "macro_loss") {
+    // The metric of the curves: a fixed subset of every validation domain, audited against the
+    // mixture's training text; written into ladder.json and from there into the forecast.
+    const std::string we = path + " [eval]";
+    if (data_source["kind"] != "mixture")
+      fail("{}: the macro loss needs mixture data (text domains), not rows", we);
+    eval::MacroMetric m;
+    try {
+      m.token_dir = data_source["token_dir"].get<std::string>();
+      m.corpus = eval_source.value("corpus", TokenManifest::load(m.token_dir).corpus);
+      m.domains = eval_source.value("domains", std::vector<std::string>{});
+      m.max_tokens = eval_source.value("max_tokens", uint64_t(0));
+      m.stride = eval_source.value("stride", int64_t(0));
+      m.ngram = eval_source.value("ngram", 13);
+      m.threshold = eval_source.value("threshold", 0.0);
+      if (eval_source.value("audit", true))
+        m.train =
+            eval::mixture_sources(MixtureConfig::load(data_source["mixture"].get<std::string>()));
+    } catch (const json::exception& e) {
+      fail("{}: a field has the wrong type: {}", we, e.what());
+    }
+    if (keep_every_percent != 5)
+      fail("{}: the macro loss is scored on the kept checkpoints: set keep_every_percent = 5", we);
+    macro = m;
   }
   for (auto& r : rungs) {
     TrainOptions o;
@@ -387,9 +427,51 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
       fail("{}: rung {} has no valid_ce after step {} ({}% of {})", file, rung.name, step, 5 * k,
            rung.steps);
     curve.push_back({step, double(step) / double(rung.steps), rung.compute_per_step * double(step),
-                     it->second});
+                     it->second, std::nullopt});
   }
   return curve;
+}
+
+CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::string& tokenizer) {
+  // Shared by the calls for every rung: the n-gram index is built once, when first needed.
+  auto evaluator = std::make_shared<std::unique_ptr<eval::MacroEvaluator>>();
+  return [metric, tokenizer, evaluator](const Rung& rung) {
+    const json spec = metric.to_json();
+    std::vector<CurvePoint> curve;
+    for (int64_t k = 1; k <= kFractions; ++k) {
+      const int64_t step = k * rung.eval_every;
+      const std::string ckpt = fmt::format("{}/checkpoints/step-{:08d}", rung.dir, step);
+      if (!fs::is_directory(ckpt))
+        fail(
+            "{}: missing: the macro loss is scored on every 5% checkpoint of rung {} "
+            "(keep_every_percent = 5)",
+            ckpt, rung.name);
+      const std::string cache = ckpt + "/macro_eval.json";
+      json result;
+      if (fs::exists(cache)) {
+        const json c = json::parse(read_file(cache), nullptr, false);
+        if (c.is_object() && c.value("metric", json()) == spec) result = c["result"];
+      }
+      if (result.is_null()) {
+        if (!*evaluator) {
+          const uint64_t hash = tokenizer.empty() ? 0 : Tokenizer::load(tokenizer).hash();
+          *evaluator = std::make_unique<eval::MacroEvaluator>(metric, hash);
+        }
+        Model<float> m(load_config(ckpt), 8);
+        load_params(ckpt, m.table(), m.params().data());
+        result = eval::summary((*evaluator)->evaluate(m));
+        write_file_atomic(cache, json({{"metric", spec}, {"result", result}}).dump(2) + "\n");
+        fmt::print(stderr, "ladder: rung {} step {}: macro loss {:.4f}\n", rung.name, step,
+                   result["macro_loss"].get<double>());
+      }
+      CurvePoint p{step, double(step) / double(rung.steps), rung.compute_per_step * double(step),
+                   result.at("macro_loss").get<double>(), std::nullopt};
+      if (result.value("clean_macro_loss", json()).is_number())
+        p.clean_loss = result["clean_macro_loss"].get<double>();
+      curve.push_back(p);
+    }
+    return curve;
+  };
 }
 
 namespace {
@@ -432,7 +514,10 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec) fail("{}: cannot create the ladder directory: {}", o.out, ec.message());
-  const CurveEvaluator eval = o.evaluator ? o.evaluator : CurveEvaluator(valid_ce_curve);
+  const CurveEvaluator eval = o.evaluator ? o.evaluator
+                              : cfg.macro ? macro_loss_curve(*cfg.macro, cfg.tokenizer)
+                                          : CurveEvaluator(valid_ce_curve);
+  const std::string metric = o.evaluator ? o.metric : cfg.macro ? "macro_loss" : "valid_ce";
   std::vector<json> rung_json(cfg.rungs.size());
   std::vector<std::string> status(cfg.rungs.size(), "pending");
   for (size_t i = 0; i < cfg.rungs.size(); ++i) {
@@ -446,10 +531,11 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
       r["status"] = status[i];
       rungs.push_back(r);
     }
-    const json j = {{"format", "marin-ladder-v1"},
-                    {"ladder", cfg.to_json()},
-                    {"metric", o.metric},
-                    {"rungs", rungs}};
+    json j = {{"format", "marin-ladder-v1"},
+              {"ladder", cfg.to_json()},
+              {"metric", metric},
+              {"rungs", rungs}};
+    if (cfg.macro && !o.evaluator) j["eval"] = cfg.macro->to_json();
     write_file_atomic(o.out + "/ladder.json", j.dump(2) + "\n");
   };
 
@@ -495,9 +581,11 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
     }
     const std::vector<CurvePoint> curve = eval(r);
     json c = json::array();
-    for (auto& p : curve)
+    for (auto& p : curve) {
       c.push_back(
           {{"step", p.step}, {"fraction", p.fraction}, {"compute", p.compute}, {"loss", p.loss}});
+      if (p.clean_loss) c.back()["clean_loss"] = *p.clean_loss;
+    }
     rung_json[i]["curve"] = c;
     rung_json[i]["final_loss"] = curve.empty() ? json() : json(curve.back().loss);
     status[i] = "done";

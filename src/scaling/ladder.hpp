@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/macro_metric.hpp"
 #include "model/config.hpp"
 #include "train/train_options.hpp"
 
@@ -56,8 +57,12 @@ struct LadderConfig {
   // {"kind": "mixture", "mixture", "token_dir", "tokenizer"}. Paths are relative to the working
   // directory. Nothing is read until finalize().
   nlohmann::json data_source;
-  // Filled by finalize(): the TrainOptions data / valid specs and tokenizer of every rung.
+  // The [eval] table as written (null: the curves are the trainer's valid_ce).
+  nlohmann::json eval_source;
+  // Filled by finalize(): the TrainOptions data / valid specs and tokenizer of every rung, and
+  // the macro-loss metric when [eval] asks for it.
   nlohmann::json data, valid;
+  std::optional<eval::MacroMetric> macro;
   std::string tokenizer;
   BatchRule batch;
   std::vector<Rung> rungs;
@@ -81,6 +86,7 @@ struct CurvePoint {
   double fraction = 0;  // step / steps
   double compute = 0;   // compute_per_step · step
   double loss = 0;
+  std::optional<double> clean_loss;  // macro loss over clean-only documents (audited metric)
 };
 
 // THE EVALUATION HOOK. The loss curve of a trained rung, one point per 5% of its steps. The
@@ -90,6 +96,10 @@ struct CurvePoint {
 // CurveEvaluator that scores each RUN/checkpoints/step-N/ (LadderRunOptions::evaluator).
 using CurveEvaluator = std::function<std::vector<CurvePoint>(const Rung&)>;
 std::vector<CurvePoint> valid_ce_curve(const Rung& rung);
+// The macro-loss curve: each kept checkpoint RUN/checkpoints/step-N/ scored with the metric
+// (cached in step-N/macro_eval.json with the metric's definition; a different metric rescores).
+// Needs keep_every_percent = 5. The evaluator (n-gram index) is built on first use.
+CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::string& tokenizer);
 
 struct LadderRunOptions {
   std::string out;                  // DIR: rungs in DIR/rung-<name>/, results in DIR/ladder.json

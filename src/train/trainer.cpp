@@ -18,6 +18,7 @@
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/domain_eval.hpp"
+#include "eval/macro_metric.hpp"
 #include "model/moe/router_stats.hpp"
 #include "scaling/forecast.hpp"
 #include "train/checkpoint.hpp"
@@ -207,19 +208,20 @@ double Trainer::validate() {
   return n > 0 ? ce / double(n) : -1;
 }
 
+void Trainer::use_macro_metric(const eval::MacroMetric& metric) {
+  const uint64_t hash = opt_.tokenizer.empty() ? 0 : Tokenizer::load(opt_.tokenizer).hash();
+  macro_ = std::make_unique<eval::MacroEvaluator>(metric, hash);
+}
+
 nlohmann::json Trainer::evaluate_domains() {
-  if (opt_.data.value("kind", "") != "mixture")
-    fail("per-domain evaluation during training needs text data (--data with --token-dir)");
-  eval::EvalOptions eo;
-  eo.token_dir = opt_.data.at("tokens").get<std::string>();
-  eo.progress = false;
-  if (!opt_.tokenizer.empty()) eo.tokenizer_hash = Tokenizer::load(opt_.tokenizer).hash();
-  const eval::EvalReport r = eval::evaluate_domains(*model_, eo);
-  nlohmann::json domains;
-  for (auto& d : r.domains) domains[d.domain] = {{"ce", d.all.mean_ce()}, {"bpb", d.all.bpb()}};
-  return {{"macro_loss", r.macro.loss ? *r.macro.loss : -1.0},
-          {"macro_bpb", r.macro.bpb ? *r.macro.bpb : -1.0},
-          {"domains", domains}};
+  if (!macro_) {
+    if (opt_.data.value("kind", "") != "mixture")
+      fail("per-domain evaluation during training needs text data (--data with --token-dir)");
+    eval::MacroMetric all;
+    all.token_dir = opt_.data.at("tokens").get<std::string>();
+    use_macro_metric(all);
+  }
+  return eval::summary(macro_->evaluate(*model_));
 }
 
 TrainResult Trainer::run() {
@@ -233,10 +235,20 @@ TrainResult Trainer::run() {
   // A pre-registered forecast: evaluate at its fractions and log predicted vs actual.
   std::optional<scaling::ForecastTracker> forecast;
   std::set<int64_t> forecast_steps;
+  // A macro-loss forecast carries its metric's definition: the run is scored with exactly it.
+  bool forecast_macro = false;
   if (!opt_.forecast.empty()) {
-    if (!valid_) fail("--forecast needs validation data to measure the loss it predicts");
     forecast.emplace(opt_.forecast, opt_.steps);
     for (int64_t s : forecast->steps()) forecast_steps.insert(s);
+    forecast_macro = forecast->metric() == "macro_loss";
+    if (forecast_macro) {
+      if (forecast->eval_spec().is_null())
+        fail("{}: a macro_loss forecast without its metric (\"eval\")", opt_.forecast);
+      use_macro_metric(
+          eval::MacroMetric::from_json(forecast->eval_spec(), opt_.forecast + ":eval"));
+    } else if (!valid_) {
+      fail("--forecast needs validation data to measure the loss it predicts");
+    }
   }
   const ModelConfig& c = opt_.model;
   const int64_t tokens_per_step = int64_t(opt_.batch) * c.seq_len;
@@ -296,12 +308,21 @@ TrainResult Trainer::run() {
     if (eval_now) {
       res.last_valid_ce = validate();
       m["valid_ce"] = res.last_valid_ce;
-      if (forecast)
+      if (forecast && !forecast_macro)
         if (auto rec = forecast->observe(step_, res.last_valid_ce)) m["forecast"] = *rec;
     }
-    if (opt_.eval_domains_every > 0 &&
-        (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))
-      m["eval"] = evaluate_domains();
+    const bool forecast_point = forecast_macro && forecast_steps.count(step_);
+    if (forecast_point || (opt_.eval_domains_every > 0 &&
+                           (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))) {
+      m["eval"] = res.last_eval = evaluate_domains();
+      if (forecast_point) {
+        const auto clean = res.last_eval.value("clean_macro_loss", nlohmann::json());
+        if (auto rec = forecast->observe(
+                step_, res.last_eval["macro_loss"].get<double>(),
+                clean.is_number() ? std::optional(clean.get<double>()) : std::nullopt))
+          m["forecast"] = *rec;
+      }
+    }
     write_metrics(m);
     const double elapsed = wall.seconds();
     const double rate = double(step_ - first_step) / elapsed;
@@ -328,13 +349,27 @@ TrainResult Trainer::run() {
       res.last_checkpoint = save_checkpoint();
   }
   if (tty) fmt::print(stderr, "\n");
-  if (forecast && step_ == opt_.steps && res.last_valid_ce >= 0) {
-    const nlohmann::json report = forecast->final_report(res.last_valid_ce, std::nullopt);
+  if (forecast && step_ == opt_.steps && (forecast_macro || res.last_valid_ce >= 0)) {
+    std::optional<double> loss = res.last_valid_ce, clean;
+    if (forecast_macro) {
+      loss = res.last_eval["macro_loss"].get<double>();
+      if (res.last_eval.value("clean_macro_loss", nlohmann::json()).is_number())
+        clean = res.last_eval["clean_macro_loss"].get<double>();
+    }
+    const nlohmann::json report = forecast->final_report(*loss, clean);
     write_file_atomic(run_dir_ + "/forecast_report.json", report.dump(2) + "\n");
     fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
                report.value("predicted", 0.0), report.value("actual", 0.0),
                report.value("verdict", std::string("?")), report.value("diff_nats", 0.0),
                report.value("diff_percent", 0.0));
+    if (report.contains("clean"))
+      fmt::print(
+          stderr,
+          "forecast (clean-only documents, {}): predicted {:.4f}, actual {:.4f}: {} by "
+          "{:+.4f} nats ({:+.2f}%)\n",
+          report["clean"].value("against", std::string()), report["clean"].value("predicted", 0.0),
+          report["clean"].value("actual", 0.0), report["clean"].value("verdict", std::string("?")),
+          report["clean"].value("diff_nats", 0.0), report["clean"].value("diff_percent", 0.0));
   }
   std::signal(SIGINT, old_handler);
   res.steps_done = step_;

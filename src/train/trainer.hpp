@@ -12,11 +12,16 @@
 #include "train/run_checkpoint.hpp"
 
 namespace marin {
+namespace eval {
+class MacroEvaluator;
+struct MacroMetric;
+}  // namespace eval
 
 struct TrainResult {
   int64_t steps_done = 0;
   double last_loss = 0;
   double last_valid_ce = -1;
+  nlohmann::json last_eval;  // the last per-domain evaluation (eval::summary), null if none
   bool interrupted = false;
   std::string last_checkpoint;
 };
@@ -42,7 +47,11 @@ class Trainer {
   std::string save_checkpoint();
   void write_metrics(const nlohmann::json& j);
   double validate();
-  nlohmann::json evaluate_domains();  // macro loss / BPB over every validation domain
+  // Macro loss / BPB over the validation domains (eval::summary): with the metric of a forecast
+  // when one is tracked (same documents, budget and audit), else every domain of the run's
+  // token directory.
+  nlohmann::json evaluate_domains();
+  void use_macro_metric(const eval::MacroMetric& metric);
 
   TrainOptions opt_;
   std::string run_dir_;
@@ -54,6 +63,7 @@ class Trainer {
   nlohmann::json lineage_;
   std::vector<int32_t> tokens_, labels_, seg_;
   FILE* metrics_ = nullptr;
+  std::unique_ptr<eval::MacroEvaluator> macro_;
 };
 
 // Builds a batch source from a data spec ({"kind": "rows", "path": ...}, ...).
