@@ -618,10 +618,10 @@ TEST(LadderCli, CpuLadderConfigValidates) {
   EXPECT_EQ(c.data_source["kind"], "mixture");
   EXPECT_EQ(c.data_source["mixture"], "configs/corpus_mixture.toml");
   EXPECT_EQ(c.eval_source.value("metric", ""), "macro_loss");
-  // The target config is the family's shape rule at d192/L8, with ≥ 4× the largest rung's compute.
+  // The target config is the family's shape rule at d224/L7, with ≥ 4× the largest rung's compute.
   const marin::ModelConfig target =
       marin::ModelConfig::from_toml_file(MARIN_SOURCE_DIR "/configs/ladder_cpu_target.toml");
-  marin::ModelConfig rule = marin::ModelConfig::shape_rule(192, 8, 32);
+  marin::ModelConfig rule = marin::ModelConfig::shape_rule(224, 7, 32);
   const marin::ModelConfig& largest = c.rungs.back().model;
   for (int64_t marin::ModelConfig::*f :
        {&marin::ModelConfig::num_experts, &marin::ModelConfig::top_k,
@@ -629,8 +629,8 @@ TEST(LadderCli, CpuLadderConfigValidates) {
         &marin::ModelConfig::sliding_window, &marin::ModelConfig::vocab_size})
     rule.*f = largest.*f;
   EXPECT_EQ(target.to_json(), rule.to_json());
-  const double target_c = marin::forecast_flops_per_step(target, 6) *
-                          double(marin::steps_for_budget(target, 6, c.tokens_per_param));
+  const double target_c = marin::forecast_flops_per_step(target, 8) *
+                          double(marin::steps_for_budget(target, 8, c.tokens_per_param));
   const auto& big = c.rungs.back();
   EXPECT_GE(target_c, 4.0 * big.compute_per_step * double(big.steps));
 }
