@@ -26,13 +26,13 @@ run() {  # name, extra args...
 read -r MU AD < <($B plan --preset cpu-small --batch "$BATCH" --steps "$STEPS" --json |
   /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["muonh_lr"], j["adam_lr"])')
 sweep_muonh() {
-  for m in ${MUONH_MULTS:-0.5 1 2 4 8}; do
+  for m in ${MUONH_MULTS-0.5 1 2 4 8}; do
     run "muonh-x$m" --optimizer muonh \
       --muonh-lr "$(/usr/bin/python3 -c "print($MU*$m)")" --adam-lr "$(/usr/bin/python3 -c "print($AD*$m)")"
   done
 }
 sweep_adamw() {
-  for lr in ${ADAMW_LRS:-0.001 0.003 0.01}; do run "adamw-$lr" --optimizer adamw --adam-lr "$lr"; done
+  for lr in ${ADAMW_LRS-0.001 0.003 0.01}; do run "adamw-$lr" --optimizer adamw --adam-lr "$lr"; done
 }
 sweep_muonh & sweep_adamw & wait
 /usr/bin/python3 scripts/plot_experiment.py "$D" "${PLOT:-docs/img/muonh_vs_adamw.png}"

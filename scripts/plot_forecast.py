@@ -26,7 +26,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("forecast")
     ap.add_argument("out")
-    ap.add_argument("--actual", help="metrics.jsonl of the target run (valid_ce)")
+    ap.add_argument("--actual", help="metrics.jsonl of the target run (its metric: valid_ce, "
+                    "or the per-domain eval's macro_loss and clean_macro_loss)")
     a = ap.parse_args()
     with open(a.forecast) as f:
         fc = json.load(f)
@@ -73,17 +74,27 @@ def main():
     bx.plot(gs, pred, "o-", ms=3, label="forecast")
     bx.fill_between(gs, [p - r for p, r in zip(pred, loo)], [p + r for p, r in zip(pred, loo)],
                     alpha=0.2, label="± leave-one-rung-out RMSE")
+    clean = [(e["fraction"], e["predicted_clean_loss"]) for e in fits
+             if e.get("predicted_clean_loss") is not None]
+    if clean:
+        bx.plot(*zip(*clean), "o--", ms=3, color="C2", label="forecast, clean-only documents")
     if a.actual:
-        steps = target["steps"]
-        seen = {}
+        seen, seen_clean = {}, {}
         with open(a.actual) as f:
             for line in f:
                 j = json.loads(line)
-                if "valid_ce" in j:
+                if metric == "macro_loss" and "eval" in j:
+                    seen[j["step"] + 1] = j["eval"]["macro_loss"]
+                    if j["eval"].get("clean_macro_loss") is not None:
+                        seen_clean[j["step"] + 1] = j["eval"]["clean_macro_loss"]
+                elif metric != "macro_loss" and "valid_ce" in j:
                     seen[j["step"] + 1] = j["valid_ce"]
-        pts = [(e["fraction"], seen[e["target_step"]]) for e in fits if e["target_step"] in seen]
-        if pts:
-            bx.plot([g for g, _ in pts], [l for _, l in pts], "rs-", ms=3, label="actual")
+        for got, style, color, label in ((seen, "s-", "C3", "actual"),
+                                         (seen_clean, "s--", "C1", "actual, clean-only")):
+            pts = [(e["fraction"], got[e["target_step"]]) for e in fits if e["target_step"] in got]
+            if pts:
+                bx.plot([g for g, _ in pts], [l for _, l in pts], style, color=color, ms=3,
+                        label=label)
     bx.set_xlabel("fraction of training g")
     bx.set_ylabel(metric)
     bx.set_title(f"target {target['name']}: {target['steps']} steps × batch {target['batch']}")
