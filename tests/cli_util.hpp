@@ -51,4 +51,17 @@ struct TempDir {
   std::string str(const std::string& child = "") const { return (path / child).string(); }
 };
 
+// The committed fixture corpus tokenized as a user would: a BPE of `vocab` tokens trained on its
+// KJV training text (DIR/tok.json) and every domain's shards (DIR/tokens). Returns the failing
+// command's output, or "" on success.
+inline std::string tokenize_fixture(const TempDir& dir, int vocab = 512) {
+  const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
+  RunResult r = run("tokenizer train --vocab " + std::to_string(vocab) + " --in " + fixture +
+                    "/bible_kjv/train-00000.jsonl --out " + dir.str("tok.json"));
+  if (r.code != 0) return r.out;
+  r = run("tokenize --vocab " + dir.str("tok.json") + " --corpus " + fixture + " --out " +
+          dir.str("tokens"));
+  return r.code == 0 ? "" : r.out;
+}
+
 }  // namespace marin::testing

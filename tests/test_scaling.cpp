@@ -522,15 +522,7 @@ TEST(LadderCli, TinyLadderTrainsResumesAndForecasts) {
 // curves and carries the metric, and the target run is scored with exactly that metric.
 TEST(LadderCli, MacroLossLadderForecastAndCleanComparison) {
   TempDir tmp("scaling-macro");
-  const std::string fixture = MARIN_SOURCE_DIR "/data/fixture";
-  ASSERT_EQ(run("tokenizer train --vocab 512 --in " + fixture +
-                "/bible_kjv/train-00000.jsonl --out " + tmp.str("tok.json"))
-                .code,
-            0);
-  ASSERT_EQ(run("tokenize --vocab " + tmp.str("tok.json") + " --corpus " + fixture + " --out " +
-                tmp.str("tokens"))
-                .code,
-            0);
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
   std::ofstream(tmp.str("mix.toml")) << "weights = { bible_kjv = 1, fortunes = 1 }\n";
   std::ofstream(tmp.str("ladder.toml"))
       << "[ladder]\nname = \"m\"\nwidths = [32, 48, 64]\nlayers = [2, 2, 3]\n"

@@ -213,14 +213,7 @@ TEST(Train, DamagedCheckpointIsDetected) {
 TEST(Train, FromTextWithPerDomainEvaluation) {
   TempDir tmp("text");
   const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
-  ASSERT_EQ(run("tokenizer train --vocab 512 --in " + fixture +
-                "/bible_kjv/train-00000.jsonl --out " + tmp.str("tok.json"))
-                .code,
-            0);
-  ASSERT_EQ(run("tokenize --vocab " + tmp.str("tok.json") + " --corpus " + fixture + " --out " +
-                tmp.str("tokens"))
-                .code,
-            0);
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
   std::ofstream(tmp.str("mix.toml")) << "weights = { bible_kjv = 1, fortunes = 1 }\n";
   auto r = run("train --preset tiny --batch 4 --steps 10 --data " + tmp.str("mix.toml") +
                " --token-dir " + tmp.str("tokens") + " --tokenizer " + tmp.str("tok.json") +
