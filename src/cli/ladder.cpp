@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/error.hpp"
 #include "optim/hparams.hpp"
 #include "scaling/ladder.hpp"
@@ -13,7 +14,8 @@ namespace marin::cli {
 namespace {
 
 struct LadderCli {
-  std::string config, out, tokens, valid_tokens, data, token_dir, tokenizer;
+  std::string config, out;
+  DataOptions d;  // replaces the file's [data] when given
   bool dry_run = false;
 };
 
@@ -37,14 +39,14 @@ void print_plan(const scaling::LadderConfig& c) {
 
 int run_ladder(const LadderCli& a) {
   scaling::LadderConfig c = scaling::LadderConfig::load(a.config);
-  if (!a.tokens.empty() && !a.data.empty()) fail("give either --tokens or --data, not both");
-  if (!a.tokens.empty())
-    c.set_rows_data(a.tokens, a.valid_tokens);
-  else if (!a.valid_tokens.empty())
+  if (!a.d.tokens.empty() && !a.d.data.empty()) fail("give either --tokens or --data, not both");
+  if (!a.d.tokens.empty())
+    c.set_rows_data(a.d.tokens, a.d.valid_tokens);
+  else if (!a.d.valid_tokens.empty())
     fail("--valid-tokens goes with --tokens");
-  if (!a.data.empty()) {
-    if (a.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
-    c.set_mixture_data(a.data, a.token_dir, a.tokenizer);
+  if (!a.d.data.empty()) {
+    if (a.d.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
+    c.set_mixture_data(a.d.data, a.d.token_dir, a.d.tokenizer);
   }
   if (a.dry_run) {
     fmt::print("data: {}\n", c.data_source.is_null()
@@ -69,13 +71,7 @@ MARIN_COMMAND(
       auto a = std::make_shared<LadderCli>();
       app.add_option("--config", a->config, "ladder TOML file (docs/scaling.md)")->required();
       app.add_option("--out", a->out, "ladder directory (default runs/ladder-<name>)");
-      app.add_option("--tokens", a->tokens,
-                     "training data: pre-tokenized rows (replaces the file's [data])");
-      app.add_option("--valid-tokens", a->valid_tokens, "validation rows for --tokens");
-      app.add_option("--data", a->data,
-                     "training data: a mixture config (replaces the file's [data])");
-      app.add_option("--token-dir", a->token_dir, "token shards of --data");
-      app.add_option("--tokenizer", a->tokenizer, "tokenizer.json of the shards");
+      a->d.add(app);
       app.add_flag("--dry-run", a->dry_run,
                    "validate the file and print the rungs (sizes, steps, rates, compute)");
       return [a] { return run_ladder(*a); };

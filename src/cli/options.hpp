@@ -1,5 +1,5 @@
 #pragma once
-// Options shared by every command that builds a model configuration.
+// Options shared by several commands: the model configuration, and the training data.
 #include <string>
 #include <vector>
 
@@ -20,6 +20,20 @@ struct ModelOptions {
         ->take_all();
   }
   ModelConfig resolve() const { return resolve_config(preset, config, sets); }
+};
+
+// Where training data comes from (marin train, marin ladder): pre-tokenized rows, or a mixture
+// over the token shards of `marin tokenize` (docs/data.md).
+struct DataOptions {
+  std::string tokens, valid_tokens, data, token_dir, tokenizer;
+  void add(CLI::App& app) {
+    app.add_option("--tokens", tokens, "training data: pre-tokenized rows (row s·B+i at step s)");
+    app.add_option("--valid-tokens", valid_tokens, "validation rows for --tokens");
+    app.add_option("--data", data, "training data: a mixture config (TOML/JSON, see docs/data.md)");
+    app.add_option("--token-dir", token_dir, "token shards of --data (marin tokenize)");
+    app.add_option("--tokenizer", tokenizer,
+                   "tokenizer.json of the shards (checked, copied into checkpoints)");
+  }
 };
 
 }  // namespace marin::cli

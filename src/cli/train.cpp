@@ -12,8 +12,8 @@ namespace {
 
 struct TrainCli {
   ModelOptions model;
-  std::string tokens, valid_tokens, data, token_dir, tokenizer, forecast, out, init, resume,
-      fork_from, optimizer = "muonh";
+  DataOptions d;
+  std::string forecast, out, init, resume, fork_from, optimizer = "muonh";
   std::string transport = "dropless", expert_radius = "layer";
   int batch = 8;
   int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4,
@@ -45,23 +45,24 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
     }
     if (!only_given) o.preset = a.model.preset;
   }
-  if (want("--tokens") && !a.tokens.empty()) o.data = {{"kind", "rows"}, {"path", a.tokens}};
-  if (want("--data") && !a.data.empty()) {
-    if (a.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
+  if (want("--tokens") && !a.d.tokens.empty()) o.data = {{"kind", "rows"}, {"path", a.d.tokens}};
+  if (want("--data") && !a.d.data.empty()) {
+    if (a.d.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
     // The mixture is embedded in the run's options, so the run does not depend on the file.
-    const MixtureConfig mix = MixtureConfig::load(a.data);
-    o.data = {{"kind", "mixture"}, {"tokens", a.token_dir}, {"mixture", mix.to_json()}};
+    const MixtureConfig mix = MixtureConfig::load(a.d.data);
+    o.data = {{"kind", "mixture"}, {"tokens", a.d.token_dir}, {"mixture", mix.to_json()}};
     // In-distribution validation: the valid split of every domain the mixture trains on.
     nlohmann::json domains = nlohmann::json::array();
     for (auto& src : mix.sources) domains.push_back(src.domain);
     if (!only_given || !a.given("--valid-tokens"))
-      o.valid = {{"kind", "valid"}, {"tokens", a.token_dir}, {"domains", domains}};
+      o.valid = {{"kind", "valid"}, {"tokens", a.d.token_dir}, {"domains", domains}};
   }
-  if (want("--tokenizer")) o.tokenizer = a.tokenizer;
+  if (want("--tokenizer")) o.tokenizer = a.d.tokenizer;
   if (want("--forecast")) o.forecast = a.forecast;
-  if (want("--valid-tokens") && (!a.valid_tokens.empty() || a.data.empty()))
-    o.valid = a.valid_tokens.empty() ? nlohmann::json()
-                                     : nlohmann::json{{"kind", "rows"}, {"path", a.valid_tokens}};
+  if (want("--valid-tokens") && (!a.d.valid_tokens.empty() || a.d.data.empty()))
+    o.valid = a.d.valid_tokens.empty()
+                  ? nlohmann::json()
+                  : nlohmann::json{{"kind", "rows"}, {"path", a.d.valid_tokens}};
   if (want("--batch")) o.batch = a.batch;
   if (want("--steps")) o.steps = a.steps;
   if (want("--seed")) o.seed = a.seed;
@@ -94,7 +95,7 @@ int run_train(const TrainCli& a) {
     t = Trainer::fork(a.fork_from, a.out, o);
   } else {
     if (a.out.empty()) fail("give --out RUN_DIR for a new run (or --resume RUN_DIR)");
-    if (a.tokens.empty() && a.data.empty())
+    if (a.d.tokens.empty() && a.d.data.empty())
       fail(
           "give training data: --tokens FILE (pre-tokenized rows) or --data MIXTURE --token-dir "
           "DIR");
@@ -116,16 +117,9 @@ MARIN_COMMAND(
       auto a = std::make_shared<TrainCli>();
       a->app = &app;
       a->model.add(app);
-      app.add_option("--tokens", a->tokens,
-                     "training data: pre-tokenized rows (row s·B+i at step s)");
-      app.add_option("--valid-tokens", a->valid_tokens, "validation rows");
-      app.add_option("--data", a->data,
-                     "training data: a mixture config (TOML/JSON, see docs/data.md)");
-      app.add_option("--token-dir", a->token_dir, "token shards of --data (marin tokenize)");
+      a->d.add(app);
       app.add_option("--forecast", a->forecast,
                      "forecast.json (marin forecast): log predicted vs actual loss");
-      app.add_option("--tokenizer", a->tokenizer,
-                     "tokenizer.json of the shards (checked, copied into checkpoints)");
       app.add_option("--out", a->out, "run directory");
       app.add_option("--init", a->init, "start from this model checkpoint");
       app.add_option("--resume", a->resume, "continue the run in this directory");
