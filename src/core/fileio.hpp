@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace marin {
 
@@ -15,5 +16,9 @@ void write_file_atomic(const std::string& path, std::string_view bytes);
 
 // The whole file; marin::Error naming the file if it cannot be opened or read.
 std::string read_file(const std::string& path);
+
+// The lines of a text, without their '\n' (a final line without one counts; nothing follows a
+// final '\n'). Views into `text`, which must outlive them.
+std::vector<std::string_view> split_lines(std::string_view text);
 
 }  // namespace marin

@@ -364,13 +364,7 @@ TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
   const int threads = std::max(1, o.threads);
   for (const TextShard& ts : shards) {
     const std::string text = read_file(ts.path.string());
-    std::vector<std::string_view> lines;
-    for (size_t at = 0; at < text.size();) {
-      size_t nl = text.find('\n', at);
-      if (nl == std::string::npos) nl = text.size();
-      lines.emplace_back(text.data() + at, nl - at);
-      at = nl + 1;
-    }
+    const std::vector<std::string_view> lines = split_lines(text);
     std::vector<std::vector<uint32_t>> docs(lines.size());
     std::vector<uint64_t> bytes(lines.size(), 0);
     std::vector<char> keep(lines.size(), 0);

@@ -127,17 +127,6 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
-std::vector<std::string_view> split_lines(const std::string& text) {
-  std::vector<std::string_view> lines;
-  for (size_t at = 0; at < text.size();) {
-    size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) nl = text.size();
-    lines.emplace_back(text.data() + at, nl - at);
-    at = nl + 1;
-  }
-  return lines;
-}
-
 // The first invalid UTF-8 position of s, or npos.
 size_t invalid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fileio.hpp"
 #include "data/corpus/corpus.hpp"
 
 namespace marin::corpus {
@@ -73,21 +74,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
-}
-
-std::vector<std::string_view> split_lines(std::string_view s) {
-  std::vector<std::string_view> lines;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    std::size_t nl = s.find('\n', start);
-    if (nl == std::string_view::npos) {
-      if (start < s.size()) lines.push_back(s.substr(start));
-      break;
-    }
-    lines.push_back(s.substr(start, nl - start));
-    start = nl + 1;
-  }
-  return lines;
 }
 
 // Removes trailing spaces before each newline and collapses runs of more than one blank line.
