@@ -89,30 +89,25 @@ json make_forecast(const ForecastOptions& o) {
               {"target_step", std::llround(g * double(o.target_steps))},
               {"target_compute", target_compute},
               {"points", points}};
-    try {
-      const PowerLawFit f = fit_power_law(c, l, o.l_inf);
-      e["fit"] = f.to_json();
-      e["predicted_loss"] = f.predict(target_compute);
-      if (k == kFractions) final_prediction = f.predict(target_compute);
-    } catch (const Error& err) {
-      e["fit"] = nullptr;
-      e["predicted_loss"] = nullptr;
-      e["error"] = err.what();
-    }
+    // One fit of the law per loss series; `prefix` names its keys ("" or "clean_"). A fraction
+    // where the fit fails carries the error instead of a prediction.
+    auto fit_into = [&](const std::vector<double>& losses, const std::string& prefix,
+                        std::optional<double>& final_loss) {
+      try {
+        const PowerLawFit f = fit_power_law(c, losses, o.l_inf);
+        e[prefix + "fit"] = f.to_json();
+        e["predicted_" + prefix + "loss"] = f.predict(target_compute);
+        if (k == kFractions) final_loss = f.predict(target_compute);
+      } catch (const Error& err) {
+        e[prefix + "fit"] = nullptr;
+        e["predicted_" + prefix + "loss"] = nullptr;
+        e[prefix + "error"] = err.what();
+      }
+    };
+    fit_into(l, "", final_prediction);
     // The same law fitted on the clean-only macro loss (contaminated documents left out), so
     // that the target's clean loss is compared with a forecast of the same quantity.
-    if (lc.size() == l.size()) {
-      try {
-        const PowerLawFit f = fit_power_law(c, lc, o.l_inf);
-        e["clean_fit"] = f.to_json();
-        e["predicted_clean_loss"] = f.predict(target_compute);
-        if (k == kFractions) final_clean = f.predict(target_compute);
-      } catch (const Error& err) {
-        e["clean_fit"] = nullptr;
-        e["predicted_clean_loss"] = nullptr;
-        e["clean_error"] = err.what();
-      }
-    }
+    if (lc.size() == l.size()) fit_into(lc, "clean_", final_clean);
     fits.push_back(e);
   }
 
