@@ -6,6 +6,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "dist/comm.hpp"
 
 namespace marin::cli {
 std::vector<Command>& registry() {
@@ -33,15 +34,29 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
+  // collective for it): print this rank's message and abort the whole job.
+  namespace dist = marin::dist;
+  auto failed = [](const char* kind, const char* what, int code) {
+    const bool many = dist::launched_by_mpi() && dist::world().size() > 1;
+    if (many)
+      fmt::print(stderr, "marin: {} on rank {} of {}: {}\n", kind, dist::world().rank(),
+                 dist::world().size(), what);
+    else
+      fmt::print(stderr, "marin: {}: {}\n", kind, what);
+    if (many) dist::world().abort(code);
+    dist::finalize();
+    return code;
+  };
+  int rc = 0;
   try {
     for (auto& [sub, run] : runners)
-      if (sub->parsed()) return run();
+      if (sub->parsed()) rc = run();
   } catch (const marin::Error& e) {
-    fmt::print(stderr, "marin: error: {}\n", e.what());
-    return 1;
+    return failed("error", e.what(), 1);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "marin: internal error: {}\n", e.what());
-    return 2;
+    return failed("internal error", e.what(), 2);
   }
-  return 0;
+  dist::finalize();
+  return rc;
 }

@@ -5,6 +5,8 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "data/mixture.hpp"
+#include "scaling/forecast_hook.hpp"
+#include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 
 namespace marin::cli {
@@ -15,7 +17,7 @@ struct TrainCli {
   DataOptions d;
   std::string forecast, out, init, resume, fork_from, optimizer = "muonh";
   std::string transport = "dropless", expert_radius = "layer";
-  int batch = 8;
+  int batch = 8, micro_batch = 0;
   int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4,
           eval_domains_every = 0;
   uint64_t seed = 0;
@@ -64,6 +66,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
                   ? nlohmann::json()
                   : nlohmann::json{{"kind", "rows"}, {"path", a.d.valid_tokens}};
   if (want("--batch")) o.batch = a.batch;
+  if (want("--micro-batch")) o.micro_batch = a.micro_batch;
   if (want("--steps")) o.steps = a.steps;
   if (want("--seed")) o.seed = a.seed;
   if (want("--optimizer")) o.optim.kind = a.optimizer;
@@ -87,7 +90,10 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
 int run_train(const TrainCli& a) {
   std::unique_ptr<Trainer> t;
   if (!a.resume.empty()) {
-    t = Trainer::resume(a.resume);
+    TrainOptions changed;
+    changed.time_limit_s = a.time_limit;
+    changed.micro_batch = a.micro_batch;
+    t = Trainer::resume(a.resume, nullptr, &changed);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");
     TrainOptions o = read_run_state(a.fork_from).options;
@@ -100,10 +106,20 @@ int run_train(const TrainCli& a) {
           "give training data: --tokens FILE (pre-tokenized rows) or --data MIXTURE --token-dir "
           "DIR");
     TrainOptions o;
-    apply(a, o, /*only_given=*/false);
+    const bool model_given = a.given("--preset") || a.given("--config") || a.given("--set");
+    if (!a.init.empty() && !model_given) {
+      // The model is the checkpoint's own (config.json); only the run's options come from flags.
+      apply(a, o, /*only_given=*/true);
+      o.model = load_config(a.init);
+      o.preset = "";
+    } else {
+      apply(a, o, /*only_given=*/false);
+    }
     t = std::make_unique<Trainer>(o, a.out, a.init);
   }
+  scaling::attach_forecast(*t);
   const TrainResult r = t->run();
+  if (!t->is_root()) return 0;
   fmt::print("{{\"steps\": {}, \"loss\": {}, \"valid_ce\": {}, \"checkpoint\": \"{}\"}}\n",
              r.steps_done, r.last_loss, r.last_valid_ce, r.last_checkpoint);
   return 0;
@@ -121,11 +137,16 @@ MARIN_COMMAND(
       app.add_option("--forecast", a->forecast,
                      "forecast.json (marin forecast): log predicted vs actual loss");
       app.add_option("--out", a->out, "run directory");
-      app.add_option("--init", a->init, "start from this model checkpoint");
+      app.add_option("--init", a->init,
+                     "start from this model checkpoint (its config.json is the model)");
       app.add_option("--resume", a->resume, "continue the run in this directory");
       app.add_option("--fork-from", a->fork_from,
                      "start a new run (--out) from this checkpoint with the options given");
-      app.add_option("--batch", a->batch, "sequences per step")->default_val(8);
+      app.add_option("--batch", a->batch, "sequences per step (global: over all MPI ranks)")
+          ->default_val(8);
+      app.add_option("--micro-batch", a->micro_batch,
+                     "rows per forward on each rank; gradients are accumulated (default: all of "
+                     "the rank's rows; may change on --resume)");
       app.add_option("--steps", a->steps, "total steps (schedule horizon)")->default_val(100);
       app.add_option("--seed", a->seed, "initialisation seed")->default_val(0);
       app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")

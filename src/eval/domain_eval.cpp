@@ -53,14 +53,32 @@ struct TransportGuard {
 }  // namespace
 
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
-                                      const std::function<void(uint64_t)>& progress) {
+                                      const std::function<void(uint64_t)>& progress,
+                                      dist::Comm* group) {
   TransportGuard guard(m);
   const int64_t S = m.config().seq_len;
   const int B = m.max_batch();
   if (stride <= 0) stride = std::max<int64_t>(1, S / 2);
   std::vector<DocScore> out(docs.count());
+  uint64_t total = 0;
   for (uint64_t d = 0; d < docs.count(); ++d)
-    out[d].predictions = docs.size(d) ? docs.size(d) - 1 : 0;
+    total += out[d].predictions = docs.size(d) ? docs.size(d) - 1 : 0;
+  // This rank's documents [first, last): cut where the running prediction count passes r/N.
+  uint64_t first = 0, last = docs.count();
+  if (group && group->size() > 1) {
+    const int N = group->size(), r = group->rank();
+    uint64_t acc = 0;
+    first = last = docs.count();
+    for (uint64_t d = 0; d < docs.count(); ++d) {
+      if (first == docs.count() && acc * uint64_t(N) >= total * uint64_t(r)) first = d;
+      if (acc * uint64_t(N) >= total * uint64_t(r + 1)) {
+        last = d;
+        break;
+      }
+      acc += out[d].predictions;
+    }
+    if (first > last) first = last;
+  }
 
   const size_t cells = size_t(B) * size_t(S);
   std::vector<int32_t> tok(cells, 0), lab(cells, -1), seg(cells, -1);
@@ -88,7 +106,7 @@ std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, in
     ++row, fill = 0, next_seg = 0;
     if (row == B) flush();
   };
-  for (uint64_t d = 0; d < docs.count(); ++d) {
+  for (uint64_t d = first; d < last; ++d) {
     const int32_t* x = docs.doc(d);
     for (const Window& w : plan_windows(docs.size(d), S, stride)) {
       if (fill + int64_t(w.len) > S) next_row();
@@ -108,6 +126,12 @@ std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, in
     }
   }
   flush();
+  if (group && group->size() > 1) {
+    std::vector<double> ce(out.size());
+    for (size_t d = 0; d < out.size(); ++d) ce[d] = out[d].ce;
+    group->allreduce(ce.data(), int64_t(ce.size()));
+    for (size_t d = 0; d < out.size(); ++d) out[d].ce = ce[d];
+  }
   return out;
 }
 
@@ -346,9 +370,12 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
     }
 
     Progress bar(o.progress ? predictions : 0, "eval " + domain, "tok");
-    const auto scores = score_documents(m, docs, rep.stride, [&](uint64_t k) {
-      if (o.progress) bar.add(k);
-    });
+    const auto scores = score_documents(
+        m, docs, rep.stride,
+        [&](uint64_t k) {
+          if (o.progress) bar.add(k);
+        },
+        o.group);
     bar.finish();
 
     uint64_t checked = 0;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm.hpp"
 #include "eval/contamination.hpp"
 #include "model/model.hpp"
 
@@ -54,9 +55,12 @@ struct DocScore {
   uint64_t predictions = 0;  // n − 1 for a document of n ≥ 1 tokens
 };
 // Scores every document (dropless, max_batch rows per forward); stride ≤ 0 means seq_len / 2.
-// progress(k) is called with the number of predictions just scored.
+// progress(k) is called with the number of predictions just scored. With a group of N ranks
+// each rank scores a contiguous run of documents with about 1/N of the predictions and the
+// per-document sums are all-reduced, so every rank returns the same scores as one process.
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
-                                      const std::function<void(uint64_t)>& progress = {});
+                                      const std::function<void(uint64_t)>& progress = {},
+                                      dist::Comm* group = nullptr);
 
 struct EvalOptions {
   std::string token_dir;             // `marin tokenize` output (manifest.json + shards)
@@ -77,6 +81,7 @@ struct EvalOptions {
   const NgramIndex* index = nullptr;  // training n-grams: enables the audit (needs corpus)
   double threshold = 0.0;             // contaminated when overlap fraction > threshold
   bool progress = true;               // progress line on stderr (a terminal only)
+  dist::Comm* group = nullptr;        // ranks that split the documents (null: this process)
 };
 
 // Sums over a set of documents.

@@ -75,7 +75,7 @@ MacroEvaluator::MacroEvaluator(MacroMetric metric, uint64_t tokenizer_hash)
       io);
 }
 
-EvalReport MacroEvaluator::evaluate(Model<float>& m) const {
+EvalReport MacroEvaluator::evaluate(Model<float>& m, dist::Comm* group) const {
   EvalOptions o;
   o.token_dir = metric_.token_dir;
   o.corpus = metric_.corpus;
@@ -86,6 +86,7 @@ EvalReport MacroEvaluator::evaluate(Model<float>& m) const {
   o.index = index_ ? &*index_ : nullptr;
   o.threshold = metric_.threshold;
   o.progress = false;
+  o.group = group;
   return evaluate_domains(m, o);
 }
 

@@ -43,7 +43,8 @@ class MacroEvaluator {
   // Builds the n-gram index of the metric's training text (once). A tokenizer hash ≠ 0 is
   // checked against the token shards at every evaluation.
   explicit MacroEvaluator(MacroMetric metric, uint64_t tokenizer_hash = 0);
-  EvalReport evaluate(Model<float>& m) const;
+  // group: ranks that split the documents (null: this process).
+  EvalReport evaluate(Model<float>& m, dist::Comm* group = nullptr) const;
   const MacroMetric& metric() const { return metric_; }
 
  private:

@@ -72,7 +72,10 @@ LossStats Model<T>::forward(const Batch& b) {
     count += lab >= 0;
   }
   // A batch with nothing to score (validation padding) has zero loss and zero gradient.
-  inv_count_ = count > 0 ? 1.0 / double(count) : 0.0;
+  if (b.norm_tokens < 0 || (b.norm_tokens > 0 && b.norm_tokens < count))
+    fail("norm_tokens {} is less than the {} scored tokens of the batch", b.norm_tokens, count);
+  const int64_t norm = b.norm_tokens > 0 ? b.norm_tokens : count;
+  inv_count_ = norm > 0 ? 1.0 / double(norm) : 0.0;
 
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
   const T* E = param("embed.weight");
@@ -82,7 +85,7 @@ LossStats Model<T>::forward(const Batch& b) {
   embed_norm_.forward(embed_.data(), hs_.data(), rows);
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
-                        transport);
+                        transport, group);
   final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
   linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);
@@ -106,9 +109,9 @@ LossStats Model<T>::forward(const Batch& b) {
 }
 
 template <class T>
-void Model<T>::backward() {
+void Model<T>::backward(bool accumulate) {
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
-  grads_.zero();
+  if (!accumulate) grads_.zero();
   ArenaScope<T> scope(arena_);
   // dlogits in place of the logits (they are not needed afterwards).
   T* dlogits = logits_.data();

@@ -21,6 +21,10 @@ struct Batch {
   const int32_t* tokens = nullptr;
   const int32_t* labels = nullptr;
   const int32_t* seg = nullptr;
+  // The loss is a mean over this many scored tokens (0: the ones in this batch). Data-parallel
+  // ranks and micro-batches pass the global batch's count, so their losses and gradients add
+  // up to those of the whole batch.
+  int64_t norm_tokens = 0;
 };
 
 struct LossStats {
@@ -48,11 +52,15 @@ class Model {
   void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
 
   Transport transport = Transport::Dropless;
+  // The data-parallel ranks that share each global batch: a capacity-limited transport counts
+  // its capacity and arrival order over all of them (null: this process alone).
+  dist::Comm* group = nullptr;
 
   // Validates token ids against the vocabulary (a clear error, not a crash), then runs forward.
   LossStats forward(const Batch& batch);
-  // Gradients of the last forward's loss, written (not accumulated) into grads().
-  void backward();
+  // Gradients of the last forward's loss, written into grads() (added to them with `accumulate`,
+  // for micro-batches).
+  void backward(bool accumulate = false);
 
   // Per-token CE of the last forward ([B·S], label < 0 → 0) and the logits of the last forward.
   const T* token_ce() const { return ce_.data(); }

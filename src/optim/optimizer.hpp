@@ -3,9 +3,16 @@
 // or Adam to each tensor by its group, with the warmup/linear-decay schedule on both learning
 // rates. `adamw` mode is the ablation baseline: AdamW on every trained tensor. All state lives in
 // two flat buffers with the parameter layout, so checkpoints store them as they are.
+//
+// Distributed (ZeRO-1): over a data-parallel group of N ranks the tensors are split into N
+// contiguous runs of the table balanced by update cost (Newton–Schulz dominates), and each rank
+// holds the m/v state of its run only and updates only those tensors; the updated parameters are
+// then all-gathered so every rank has the full model. gather_state / load_state convert to and
+// from the full layout that checkpoints store, so a checkpoint does not depend on N.
 #include <string>
 
 #include "core/buffer.hpp"
+#include "dist/comm.hpp"
 #include "model/params.hpp"
 #include "optim/adam.hpp"
 #include "optim/muonh.hpp"
@@ -29,19 +36,33 @@ struct LearningRates {
 
 class Optimizer {
  public:
-  Optimizer(const ParamTable& table, const OptimConfig& cfg);
+  // group: the data-parallel ranks that share the update (null: this process does all of it).
+  Optimizer(const ParamTable& table, const OptimConfig& cfg, dist::Comm* group = nullptr);
   const OptimConfig& config() const { return cfg_; }
   void set_config(const OptimConfig& cfg) { cfg_ = cfg; }  // e.g. a fork that changes the horizon
   LearningRates rates(int64_t step) const;
-  // One update at 0-based `step` (Adam bias correction counts it as step + 1).
+  // One update at 0-based `step` (Adam bias correction counts it as step + 1). `grads` must be
+  // the full (reduced) gradient on every rank; on return `params` is the full updated model on
+  // every rank. Collective over the group.
   void step(float* params, const float* grads, int64_t step);
-  Buffer<float>& m() { return m_; }
-  Buffer<float>& v() { return v_; }
+
+  // The full m and v (parameter layout) on the group's rank 0; collective. Elsewhere m, v are
+  // left empty.
+  void gather_state(Buffer<float>& m, Buffer<float>& v) const;
+  // Takes this rank's part of full-layout m and v (table().total() elements each).
+  void load_state(const float* m, const float* v);
+  // The flat range [begin, end) of the parameter buffer whose tensors this rank updates.
+  dist::Range shard() const { return shards_[size_t(rank())]; }
+  const std::vector<dist::Range>& shards() const { return shards_; }  // per rank of the group
+  int64_t total() const { return table_.total(); }
 
  private:
+  int rank() const { return group_ ? group_->rank() : 0; }
   const ParamTable& table_;
   OptimConfig cfg_;
-  Buffer<float> m_, v_, work_;
+  dist::Comm* group_;
+  std::vector<dist::Range> shards_;  // per rank of the group
+  Buffer<float> m_, v_, work_;        // m_, v_: this rank's shard only
 };
 
 }  // namespace marin

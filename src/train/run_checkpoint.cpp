@@ -44,7 +44,8 @@ int64_t step_of(const fs::path& p) {
 }  // namespace
 
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
-                                const Model<float>& model, Optimizer& opt) {
+                                const Model<float>& model, const Buffer<float>& m,
+                                const Buffer<float>& v) {
   const std::string root = run_dir + "/checkpoints";
   const std::string final_dir = fmt::format("{}/step-{:08d}", root, state.step);
   const std::string tmp = final_dir + ".tmp";
@@ -56,8 +57,11 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
   save_model(tmp, model.config(), model.table(), model.params().data());
   if (!state.options.tokenizer.empty())
     write_file_atomic(tmp + "/tokenizer.json", read_file(state.options.tokenizer));
-  const int64_t n = int64_t(opt.m().size());
-  std::vector<TensorView> views = {{"m", {n}, opt.m().data()}, {"v", {n}, opt.v().data()}};
+  const int64_t n = model.table().total();
+  MARIN_CHECK(int64_t(m.size()) == n && int64_t(v.size()) == n,
+              "checkpoint: optimizer state has {}/{} elements, the model {}", m.size(), v.size(),
+              n);
+  std::vector<TensorView> views = {{"m", {n}, m.data()}, {"v", {n}, v.data()}};
   write_safetensors(tmp + "/optimizer.safetensors", views, {{"layout", "marin parameter table"}});
   nlohmann::json st = {{"step", state.step},
                        {"options", state.options.to_json()},
@@ -109,11 +113,10 @@ void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optim
   verify_checksums(ckpt_dir);
   load_params(ckpt_dir, model.table(), model.params().data());
   const SafetensorsFile f = read_safetensors(ckpt_dir + "/optimizer.safetensors");
-  const int64_t n = int64_t(opt.m().size());
+  const int64_t n = opt.total();
   const Tensor& m = f.at("m", std::vector<int64_t>{n});
   const Tensor& v = f.at("v", std::vector<int64_t>{n});
-  std::copy(m.data.begin(), m.data.end(), opt.m().data());
-  std::copy(v.data.begin(), v.data.end(), opt.v().data());
+  opt.load_state(m.data.data(), v.data.data());
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& run_dir) {

@@ -39,6 +39,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"eval_batches", eval_batches},
           {"eval_domains_every", eval_domains_every},
           {"max_bad_steps", max_bad_steps},
+          {"micro_batch", micro_batch},
           {"data", data},
           {"valid", valid},
           {"tokenizer", tokenizer},
@@ -71,6 +72,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.eval_batches = j.at("eval_batches").get<int64_t>();
   o.eval_domains_every = j.value("eval_domains_every", int64_t(0));
   o.max_bad_steps = j.at("max_bad_steps").get<int>();
+  o.micro_batch = j.value("micro_batch", 0);
   o.data = j.at("data");
   o.valid = j.at("valid");
   o.tokenizer = j.value("tokenizer", "");

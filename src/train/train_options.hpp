@@ -13,7 +13,9 @@ namespace marin {
 struct TrainOptions {
   ModelConfig model;
   std::string preset;
-  int batch = 8;
+  int batch = 8;        // global batch: rows per step over all data-parallel ranks
+  int micro_batch = 0;  // rows per forward on each rank (0: the rank's whole share, batch / N);
+                        // gradients of a rank's micro-batches are accumulated
   int64_t steps = 100;  // schedule horizon N
   uint64_t seed = 0;
   OptimConfig optim;  // learning rates 0 → the §5 rule

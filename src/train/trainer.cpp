@@ -20,7 +20,6 @@
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
 #include "model/moe/router_stats.hpp"
-#include "scaling/forecast.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin {
@@ -28,10 +27,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-void on_sigint(int) {
-  g_interrupted = true;
+// SIGINT (Ctrl-C), SIGTERM (Slurm, Kubernetes, mpirun forwarding) and SIGUSR1 (Slurm's warning
+// before the time limit) all mean: save a checkpoint at the end of this step and stop.
+std::atomic<int> g_signal{0};
+void on_signal(int sig) {
+  g_signal = sig;
 }
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
 
 std::string format_duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
@@ -49,14 +51,38 @@ struct GroupNorms {
   }
 };
 
-GroupNorms group_norms(const ParamTable& t, const float* x) {
+// Over the tensors that start in `range` (an optimizer shard), then summed over the group.
+GroupNorms group_norms(const ParamTable& t, const float* x, dist::Range range, dist::Comm& comm) {
   GroupNorms g;
   for (auto& p : t.params()) {
+    if (p.offset < range.begin || p.offset >= range.end) continue;
     double s = 0;
     for (int64_t i = 0; i < p.size; ++i) s += double(x[p.offset + i]) * x[p.offset + i];
     g.sq[int(p.group)] += s;
   }
+  comm.allreduce(g.sq, 4);
   return g;
+}
+
+// The cross-rank reductions of QB balancing over the data-parallel group.
+class CommQBReducer final : public QBReducer {
+ public:
+  explicit CommQBReducer(dist::Comm& c) : c_(c) {}
+  void reduce_range(QBRange& r) override {
+    c_.allreduce(&r.lo, 1, dist::Op::Min);
+    c_.allreduce(&r.max, 1, dist::Op::Max);
+  }
+  void reduce_counts(int64_t* counts, int64_t n) override { c_.allreduce(counts, n); }
+  int64_t reduce_tokens(int64_t local) override { return c_.allreduce(local); }
+
+ private:
+  dist::Comm& c_;
+};
+
+// Copies a micro-batch's routing (logits and α, what QB reads) into the step's log at row `at`.
+void log_routing(Routing<float>& log, const Routing<float>& r, int64_t at) {
+  std::copy(r.logits.data(), r.logits.data() + r.rows * r.E, log.logits.data() + at * r.E);
+  std::copy(r.alpha.data(), r.alpha.data() + r.rows, log.alpha.data() + at);
 }
 
 }  // namespace
@@ -95,29 +121,55 @@ std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
 }
 
-void Trainer::setup(const TrainOptions& o, const std::string& run_dir) {
+void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm) {
   opt_ = o;
   run_dir_ = run_dir;
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) fail("{}: cannot create run directory: {}", run_dir, ec.message());
-  model_ = std::make_unique<Model<float>>(o.model, o.batch);
+  comm_ = comm ? comm : &dist::world();
+  const int N = comm_->size();
+  if (o.batch <= 0) fail("--batch must be positive, got {}", o.batch);
+  if (o.batch % N != 0)
+    fail("--batch {} cannot be split over {} ranks: the global batch must be a multiple of the "
+         "number of ranks",
+         o.batch, N);
+  local_rows_ = o.batch / N;
+  micro_ = o.micro_batch > 0 ? o.micro_batch : local_rows_;
+  if (local_rows_ % micro_ != 0)
+    fail("--micro-batch {} does not divide the {} rows of each rank (--batch {} over {} ranks)",
+         micro_, local_rows_, o.batch, N);
+  if (comm_->is_root()) {
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec) fail("{}: cannot create run directory: {}", run_dir, ec.message());
+  }
+  comm_->barrier();
+  model_ = std::make_unique<Model<float>>(o.model, micro_);
   model_->transport = o.transport;
-  optimizer_ = std::make_unique<Optimizer>(model_->table(), o.optim);
+  model_->group = N > 1 ? comm_ : nullptr;
+  optimizer_ = std::make_unique<Optimizer>(model_->table(), o.optim, comm_);
   data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--tokens or --data)");
   valid_ = make_batch_source(o.valid, o);
-  qb_ = QBBalancer(o.model.qb_bins);
-  const size_t n = size_t(o.batch) * o.model.seq_len;
+  if (N > 1) qb_reducer_ = std::make_unique<CommQBReducer>(*comm_);
+  qb_ = QBBalancer(o.model.qb_bins, qb_reducer_.get());
+  const ModelConfig& c = o.model;
+  routing_log_.resize(size_t(c.num_layers));
+  router_acc_.resize(size_t(c.num_layers));
+  for (auto& r : routing_log_) {
+    r.rows = local_rows_ * c.seq_len, r.E = c.num_experts, r.K = c.top_k;
+    r.logits.resize(size_t(r.rows * r.E));
+    r.alpha.resize(size_t(r.rows));
+  }
+  const size_t n = size_t(o.batch) * c.seq_len;
   tokens_.resize(n);
   labels_.resize(n);
   seg_.resize(n);
 }
 
-Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir) {
+Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir,
+                 dist::Comm* comm) {
   TrainOptions opts = o;
   opts.resolve_hparams();
-  setup(opts, run_dir);
+  setup(opts, run_dir, comm);
   if (!init_dir.empty()) {
     const ModelConfig c = load_config(init_dir);
     if (c.to_json() != opts.model.to_json())
@@ -129,22 +181,29 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
   }
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir) {
+std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm* comm,
+                                         const TrainOptions* changed) {
   auto ckpt = latest_checkpoint(run_dir);
   if (!ckpt) fail("{}: no complete checkpoint to resume from", run_dir);
   RunState st = read_run_state(*ckpt);
+  if (changed) {
+    st.options.time_limit_s = changed->time_limit_s;
+    if (changed->micro_batch > 0) st.options.micro_batch = changed->micro_batch;
+  }
   std::unique_ptr<Trainer> t(new Trainer());
-  t->setup(st.options, run_dir);
+  t->setup(st.options, run_dir, comm);
   load_run_checkpoint(*ckpt, *t->model_, *t->optimizer_);
   t->data_->restore(st.data_state);
   t->step_ = st.step;
   t->lineage_ = st.lineage;
-  fmt::print(stderr, "resuming {} from {} (step {})\n", run_dir, *ckpt, st.step);
+  if (t->is_root())
+    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, *ckpt, st.step,
+               t->comm_->size(), t->comm_->size() > 1 ? "s" : "");
   return t;
 }
 
 std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::string& run_dir,
-                                       const TrainOptions& changed) {
+                                       const TrainOptions& changed, dist::Comm* comm) {
   RunState st = read_run_state(ckpt_dir);
   if (changed.model.to_json() != st.options.model.to_json()) {
     // Only non-structural model fields may change on a fork (capacity factor, z-loss, ...).
@@ -157,7 +216,7 @@ std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::s
   TrainOptions o = changed;
   o.optim.total_steps = o.steps;
   std::unique_ptr<Trainer> t(new Trainer());
-  t->setup(o, run_dir);
+  t->setup(o, run_dir, comm);
   load_run_checkpoint(ckpt_dir, *t->model_, *t->optimizer_);
   // The data position carries over when the data is the same; a changed mixture starts fresh.
   if (o.data == st.options.data) t->data_->restore(st.data_state);
@@ -166,7 +225,8 @@ std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::s
                  {"at_step", st.step},
                  {"parent_options", st.options.to_json()},
                  {"parent_lineage", st.lineage}};
-  write_file_atomic(run_dir + "/lineage.json", t->lineage_.dump(2) + "\n");
+  if (t->is_root())
+    write_file_atomic(run_dir + "/lineage.json", t->lineage_.dump(2) + "\n");
   return t;
 }
 
@@ -175,6 +235,7 @@ Trainer::~Trainer() {
 }
 
 void Trainer::write_metrics(const nlohmann::json& j) {
+  if (!is_root()) return;
   if (!metrics_) {
     metrics_ = fopen((run_dir_ + "/metrics.jsonl").c_str(), "a");
     if (!metrics_) fail("{}/metrics.jsonl: cannot open for append", run_dir_);
@@ -184,10 +245,100 @@ void Trainer::write_metrics(const nlohmann::json& j) {
 }
 
 std::string Trainer::save_checkpoint() {
-  RunState st{step_, opt_, data_->state(), lineage_};
-  const std::string dir = save_run_checkpoint(run_dir_, st, *model_, *optimizer_);
-  prune_checkpoints(run_dir_, dir, opt_.keep_every);
+  Buffer<float> m, v;
+  optimizer_->gather_state(m, v);  // collective: the full state on rank 0
+  std::string dir;
+  if (is_root()) {
+    RunState st{step_, opt_, data_->state(), lineage_};
+    dir = save_run_checkpoint(run_dir_, st, *model_, m, v);
+    prune_checkpoints(run_dir_, dir, opt_.keep_every);
+  }
+  comm_->broadcast(dir);  // also: no rank goes on before the checkpoint is published
   return dir;
+}
+
+LossStats Trainer::forward_backward(bool backward) {
+  const int64_t S = opt_.model.seq_len;
+  // Every rank normalises by the global batch's scored tokens (it holds the whole batch).
+  int64_t scored = 0;
+  for (int32_t l : labels_) scored += l >= 0;
+  const int64_t row0 = int64_t(comm_->rank()) * local_rows_;
+  LossStats sum;
+  for (int j = 0; j < local_rows_ / micro_; ++j) {
+    const size_t at = size_t((row0 + int64_t(j) * micro_) * S);
+    const LossStats s = model_->forward(
+        {micro_, tokens_.data() + at, labels_.data() + at, seg_.data() + at, scored});
+    sum.loss += s.loss, sum.ce += s.ce, sum.z += s.z, sum.tokens += s.tokens;
+    if (!backward) continue;
+    for (int64_t l = 0; l < opt_.model.num_layers; ++l) {
+      const auto& moe = model_->block(l).moe();
+      log_routing(routing_log_[size_t(l)], moe.router().routing(), int64_t(j) * micro_ * S);
+      router_acc_[size_t(l)].add(moe.router().routing(), moe.plan());
+    }
+    model_->backward(/*accumulate=*/j > 0);
+  }
+  double v[3] = {sum.loss, sum.ce, sum.z};
+  comm_->allreduce(v, 3);
+  sum.loss = v[0], sum.ce = v[1], sum.z = v[2];
+  sum.tokens = scored;
+  return sum;
+}
+
+StepResult Trainer::train_step() {
+  const ModelConfig& c = opt_.model;
+  StepResult out;
+  data_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
+  for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
+  const LossStats s = forward_backward(/*backward=*/true);
+  Buffer<float>& grads = model_->grads();
+  for (int64_t bad : opt_.inject_nan_grad_steps)
+    if (bad == step_ && is_root()) grads[0] = std::nanf("");
+
+  // Gradients: reduce-scatter over the optimizer shards (each rank gets the global sum of the
+  // tensors it updates), the optimizer all-gathers the updated parameters. Same bytes as one
+  // all-reduce, and no rank reduces what it does not update.
+  Timer tc;
+  const dist::Range own = optimizer_->shard();
+  if (comm_->size() > 1) {
+    std::vector<int64_t> counts;
+    for (auto& r : optimizer_->shards()) counts.push_back(r.size());
+    comm_->reduce_scatter(grads.data(), counts.data());
+  }
+  comm_seconds_ = tc.seconds();
+  comm_bytes_ = comm_->size() > 1 ? 2 * int64_t(sizeof(float)) * optimizer_->total() : 0;
+  const GroupNorms gn = group_norms(model_->table(), grads.data(), own, *comm_);
+  out.loss = s;
+  out.finite = std::isfinite(s.loss) && std::isfinite(gn.sq[0] + gn.sq[1] + gn.sq[2]);
+  nlohmann::json& m = out.metrics;
+  m = {{"step", step_}, {"loss", s.loss}, {"ce", s.ce},
+       {"z", s.z},      {"tokens", s.tokens}, {"world_size", comm_->size()}};
+  const LearningRates lr = optimizer_->rates(step_);
+  m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
+  if (out.finite) {
+    // Router health of this step (before the bias moves), over the global batch.
+    std::vector<double> sums;
+    for (auto& acc : router_acc_) sums.insert(sums.end(), acc.sums(), acc.sums() + acc.size());
+    comm_->allreduce(sums.data(), int64_t(sums.size()));
+    nlohmann::json routers = nlohmann::json::array();
+    size_t at = 0;
+    for (auto& acc : router_acc_) {
+      std::copy(sums.begin() + long(at), sums.begin() + long(at + size_t(acc.size())), acc.sums());
+      at += size_t(acc.size());
+      routers.push_back(to_json(acc.finish()));
+    }
+    m["router"] = routers;
+    Timer to;
+    optimizer_->step(model_->params().data(), grads.data(), step_);
+    if (opt_.qb)  // bias for the next step's forward pass, from the whole step's routing
+      for (int64_t l = 0; l < c.num_layers; ++l)
+        qb_.update_layer(routing_log_[size_t(l)], model_->block(l).moe().router().bias());
+    m["grad_norm"] = gn.json();
+    m["param_norm"] = group_norms(model_->table(), model_->params().data(), own, *comm_).json();
+  } else {
+    m["skipped"] = "non-finite loss or gradient";
+  }
+  ++step_;
+  return out;
 }
 
 double Trainer::validate() {
@@ -199,7 +350,7 @@ double Trainer::validate() {
   int64_t n = 0;
   for (int64_t i = 0; i < opt_.eval_batches; ++i) {
     valid_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
-    const LossStats s = model_->forward({opt_.batch, tokens_.data(), labels_.data(), seg_.data()});
+    const LossStats s = forward_backward(/*backward=*/false);
     ce += s.ce * double(s.tokens);
     n += s.tokens;
   }
@@ -208,95 +359,64 @@ double Trainer::validate() {
   return n > 0 ? ce / double(n) : -1;
 }
 
-void Trainer::use_macro_metric(const eval::MacroMetric& metric) {
-  const uint64_t hash = opt_.tokenizer.empty() ? 0 : Tokenizer::load(opt_.tokenizer).hash();
-  macro_ = std::make_unique<eval::MacroEvaluator>(metric, hash);
-}
-
-nlohmann::json Trainer::evaluate_domains() {
-  if (!macro_) {
-    if (opt_.data.value("kind", "") != "mixture")
-      fail("per-domain evaluation during training needs text data (--data with --token-dir)");
-    eval::MacroMetric all;
-    all.token_dir = opt_.data.at("tokens").get<std::string>();
-    use_macro_metric(all);
+nlohmann::json Trainer::evaluate_domains(const eval::MacroEvaluator* ev) {
+  if (!ev) {
+    if (!all_domains_) {
+      if (opt_.data.value("kind", "") != "mixture")
+        fail("per-domain evaluation during training needs text data (--data with --token-dir)");
+      eval::MacroMetric all;
+      all.token_dir = opt_.data.at("tokens").get<std::string>();
+      const uint64_t hash = opt_.tokenizer.empty() ? 0 : Tokenizer::load(opt_.tokenizer).hash();
+      all_domains_ = std::make_unique<eval::MacroEvaluator>(all, hash);
+    }
+    ev = all_domains_.get();
   }
-  return eval::summary(macro_->evaluate(*model_));
+  return eval::summary(ev->evaluate(*model_, comm_));
 }
 
 TrainResult Trainer::run() {
   TrainResult res;
-  g_interrupted = false;
-  auto old_handler = std::signal(SIGINT, on_sigint);
-  write_file_atomic(
-      run_dir_ + "/run.json",
-      nlohmann::json({{"options", opt_.to_json()}, {"lineage", lineage_}}).dump(2) + "\n");
-  const bool tty = isatty(fileno(stderr));
-  // A pre-registered forecast: evaluate at its fractions and log predicted vs actual.
-  std::optional<scaling::ForecastTracker> forecast;
-  std::set<int64_t> forecast_steps;
-  // A macro-loss forecast carries its metric's definition: the run is scored with exactly it.
-  bool forecast_macro = false;
-  if (!opt_.forecast.empty()) {
-    forecast.emplace(opt_.forecast, opt_.steps);
-    for (int64_t s : forecast->steps()) forecast_steps.insert(s);
-    forecast_macro = forecast->metric() == "macro_loss";
-    if (forecast_macro) {
-      if (forecast->eval_spec().is_null())
-        fail("{}: a macro_loss forecast without its metric (\"eval\")", opt_.forecast);
-      use_macro_metric(
-          eval::MacroMetric::from_json(forecast->eval_spec(), opt_.forecast + ":eval"));
-    } else if (!valid_) {
-      fail("--forecast needs validation data to measure the loss it predicts");
-    }
-  }
+  g_signal = 0;
+  std::vector<void (*)(int)> old_handlers;
+  for (int sig : kStopSignals) old_handlers.push_back(std::signal(sig, on_signal));
+  auto restore_handlers = [&] {
+    for (size_t i = 0; i < old_handlers.size(); ++i) std::signal(kStopSignals[i], old_handlers[i]);
+  };
+  if (is_root())
+    write_file_atomic(run_dir_ + "/run.json",
+                      nlohmann::json({{"options", opt_.to_json()},
+                                      {"lineage", lineage_},
+                                      {"world_size", comm_->size()},
+                                      {"comm", comm_->backend()}})
+                              .dump(2) +
+                          "\n");
+  const bool tty = is_root() && isatty(fileno(stderr));
   const ModelConfig& c = opt_.model;
   const int64_t tokens_per_step = int64_t(opt_.batch) * c.seq_len;
   Timer wall;
   int64_t first_step = step_;
   int bad_in_row = 0;
-  Buffer<float>& grads = model_->grads();
   while (step_ < opt_.steps) {
     Timer t;
-    data_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
-    const LossStats s = model_->forward({opt_.batch, tokens_.data(), labels_.data(), seg_.data()});
-    model_->backward();
-    for (int64_t bad : opt_.inject_nan_grad_steps)
-      if (bad == step_) grads[0] = std::nanf("");
-    const GroupNorms gn = group_norms(model_->table(), grads.data());
-    const bool finite = std::isfinite(s.loss) && std::isfinite(gn.sq[0] + gn.sq[1] + gn.sq[2]);
-    nlohmann::json m = {
-        {"step", step_}, {"loss", s.loss}, {"ce", s.ce}, {"z", s.z}, {"tokens", s.tokens}};
-    const LearningRates lr = optimizer_->rates(step_);
-    m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
-    if (finite) {
+    StepResult r = train_step();
+    nlohmann::json& m = r.metrics;
+    if (r.finite) {
       bad_in_row = 0;
-      // Router health of this step (before the bias moves).
-      nlohmann::json routers = nlohmann::json::array();
-      for (int64_t l = 0; l < c.num_layers; ++l) {
-        const auto& moe = model_->block(l).moe();
-        routers.push_back(to_json(router_stats(moe.router().routing(), moe.plan())));
-      }
-      m["router"] = routers;
-      optimizer_->step(model_->params().data(), grads.data(), step_);
-      if (opt_.qb) qb_.update(*model_);  // bias for the next step's forward pass
-      m["grad_norm"] = gn.json();
-      m["param_norm"] = group_norms(model_->table(), model_->params().data()).json();
     } else {
       ++bad_in_row;
-      m["skipped"] = "non-finite loss or gradient";
-      fmt::print(stderr,
-                 "\nmarin: step {}: non-finite loss or gradient, update skipped ({} in a row)\n",
-                 step_, bad_in_row);
+      if (is_root())
+        fmt::print(stderr,
+                   "\nmarin: step {}: non-finite loss or gradient, update skipped ({} in a row)\n",
+                   step_ - 1, bad_in_row);
     }
-    ++step_;
     const double dt = t.seconds();
     m["step_seconds"] = dt;
     m["tokens_per_second"] = double(tokens_per_step) / dt;
-    res.last_loss = s.loss;
+    if (comm_->size() > 1) m["comm"] = {{"seconds", comm_seconds_}, {"bytes", comm_bytes_}};
+    res.last_loss = r.loss.loss;
     if (bad_in_row >= opt_.max_bad_steps) {
       write_metrics(m);
-      std::signal(SIGINT, old_handler);
+      restore_handlers();
       auto last = latest_checkpoint(run_dir_);
       fail(
           "{} consecutive non-finite steps (last at step {}): stopping; the last good checkpoint "
@@ -304,44 +424,40 @@ TrainResult Trainer::run() {
           bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
     }
     const bool eval_now = valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) ||
-                                     step_ == opt_.steps || forecast_steps.count(step_));
-    if (eval_now) {
-      res.last_valid_ce = validate();
-      m["valid_ce"] = res.last_valid_ce;
-      if (forecast && !forecast_macro)
-        if (auto rec = forecast->observe(step_, res.last_valid_ce)) m["forecast"] = *rec;
-    }
-    const bool forecast_point = forecast_macro && forecast_steps.count(step_);
-    if (forecast_point || (opt_.eval_domains_every > 0 &&
-                           (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))) {
+                                     step_ == opt_.steps);
+    if (eval_now) m["valid_ce"] = res.last_valid_ce = validate();
+    if (opt_.eval_domains_every > 0 &&
+        (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))
       m["eval"] = res.last_eval = evaluate_domains();
-      if (forecast_point) {
-        const auto clean = res.last_eval.value("clean_macro_loss", nlohmann::json());
-        if (auto rec = forecast->observe(
-                step_, res.last_eval["macro_loss"].get<double>(),
-                clean.is_number() ? std::optional(clean.get<double>()) : std::nullopt))
-          m["forecast"] = *rec;
-      }
-    }
+    for (auto& h : hooks_) h->after_step(*this, m);
+    if (m.contains("valid_ce")) res.last_valid_ce = m["valid_ce"].get<double>();
+    if (m.contains("eval")) res.last_eval = m["eval"];
     write_metrics(m);
     const double elapsed = wall.seconds();
     const double rate = double(step_ - first_step) / elapsed;
+    const std::string valid_note =
+        m.contains("valid_ce") ? fmt::format(" | valid {:.4f}", res.last_valid_ce) : "";
     if (tty) {
       fmt::print(stderr, "\rstep {}/{} | loss {:.4f} | {:.0f} tok/s | {} elapsed | ETA {}{}   ",
-                 step_, opt_.steps, s.loss, double(tokens_per_step) / dt, format_duration(elapsed),
-                 format_duration(double(opt_.steps - step_) / rate),
-                 eval_now ? fmt::format(" | valid {:.4f}", res.last_valid_ce) : "");
-    } else if (step_ % 10 == 0 || step_ == opt_.steps || eval_now) {
-      fmt::print(stderr, "step {}/{} loss {:.4f} {:.0f} tok/s{}\n", step_, opt_.steps, s.loss,
-                 double(tokens_per_step) / dt,
-                 eval_now ? fmt::format(" valid {:.4f}", res.last_valid_ce) : "");
+                 step_, opt_.steps, r.loss.loss, double(tokens_per_step) / dt,
+                 format_duration(elapsed), format_duration(double(opt_.steps - step_) / rate),
+                 valid_note);
+    } else if (is_root() && (step_ % 10 == 0 || step_ == opt_.steps || !valid_note.empty())) {
+      fmt::print(stderr, "step {}/{} loss {:.4f} {:.0f} tok/s{}\n", step_, opt_.steps,
+                 r.loss.loss, double(tokens_per_step) / dt, valid_note);
     }
-    const bool out_of_time = opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s;
-    if (g_interrupted || out_of_time) {
+    // Stop together: a signal may reach only some ranks, and each rank's clock differs.
+    int stop[2] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s};
+    comm_->allreduce(stop, 2, dist::Op::Max);
+    if (stop[0] || stop[1]) {
       res.last_checkpoint = save_checkpoint();
       res.interrupted = true;
-      fmt::print(stderr, "\n{}: saved {} at step {}\n",
-                 g_interrupted ? "interrupted" : "time limit reached", res.last_checkpoint, step_);
+      if (is_root())
+        fmt::print(stderr, "\n{}: saved {} at step {}\n",
+                   stop[0] == SIGINT ? std::string("interrupted")
+                   : stop[0]         ? fmt::format("stopped by signal {}", stop[0])
+                                     : std::string("time limit reached"),
+                   res.last_checkpoint, step_);
       break;
     }
     if ((opt_.ckpt_every > 0 && step_ % opt_.ckpt_every == 0) ||
@@ -349,29 +465,8 @@ TrainResult Trainer::run() {
       res.last_checkpoint = save_checkpoint();
   }
   if (tty) fmt::print(stderr, "\n");
-  if (forecast && step_ == opt_.steps && (forecast_macro || res.last_valid_ce >= 0)) {
-    std::optional<double> loss = res.last_valid_ce, clean;
-    if (forecast_macro) {
-      loss = res.last_eval["macro_loss"].get<double>();
-      if (res.last_eval.value("clean_macro_loss", nlohmann::json()).is_number())
-        clean = res.last_eval["clean_macro_loss"].get<double>();
-    }
-    const nlohmann::json report = forecast->final_report(*loss, clean);
-    write_file_atomic(run_dir_ + "/forecast_report.json", report.dump(2) + "\n");
-    fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
-               report.value("predicted", 0.0), report.value("actual", 0.0),
-               report.value("verdict", std::string("?")), report.value("diff_nats", 0.0),
-               report.value("diff_percent", 0.0));
-    if (report.contains("clean"))
-      fmt::print(
-          stderr,
-          "forecast (clean-only documents, {}): predicted {:.4f}, actual {:.4f}: {} by "
-          "{:+.4f} nats ({:+.2f}%)\n",
-          report["clean"].value("against", std::string()), report["clean"].value("predicted", 0.0),
-          report["clean"].value("actual", 0.0), report["clean"].value("verdict", std::string("?")),
-          report["clean"].value("diff_nats", 0.0), report["clean"].value("diff_percent", 0.0));
-  }
-  std::signal(SIGINT, old_handler);
+  for (auto& h : hooks_) h->at_end(*this, res);
+  restore_handlers();
   res.steps_done = step_;
   return res;
 }

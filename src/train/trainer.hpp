@@ -1,20 +1,30 @@
 #pragma once
-// The training loop: batch → forward → backward → (finite?) → optimizer → QB bias → metrics,
-// with periodic validation and checkpoints, bit-exact resume, forks, and fault handling
-// (non-finite steps are skipped and reported; SIGINT saves and exits cleanly).
+// The training loop. One step (Trainer::train_step) is: the next global batch → this rank's rows
+// (split into micro-batches) → forward/backward → gradients reduce-scattered over the
+// data-parallel group → global finite check → the sharded optimizer (parameters all-gathered) →
+// QB bias from global histograms. Around it run() calls the hooks (validation, per-domain
+// evaluation, anything a caller adds, e.g. scaling::ForecastHook), writes metrics and
+// checkpoints (rank 0), and handles faults: non-finite steps are skipped and reported; SIGINT,
+// SIGTERM and SIGUSR1 save a checkpoint and exit cleanly on every rank together.
+//
+// Data parallelism (docs/distributed.md): with N ranks, rank r computes rows r·B/N … (r+1)·B/N − 1
+// of exactly the global batch one process would read, losses are normalised by the global token
+// count, and checkpoints hold the full state in the one-process layout, so a run resumes at any N.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/batch_source.hpp"
+#include "dist/comm.hpp"
 #include "model/model.hpp"
 #include "model/moe/qb_balance.hpp"
+#include "model/moe/router_stats.hpp"
 #include "optim/optimizer.hpp"
 #include "train/run_checkpoint.hpp"
 
 namespace marin {
 namespace eval {
 class MacroEvaluator;
-struct MacroMetric;
 }  // namespace eval
 
 struct TrainResult {
@@ -26,44 +36,87 @@ struct TrainResult {
   std::string last_checkpoint;
 };
 
+// What one optimizer step did (identical on every rank).
+struct StepResult {
+  LossStats loss;        // over the global batch
+  bool finite = true;    // false: the update was skipped
+  nlohmann::json metrics;  // the step's metrics line so far
+};
+
+class Trainer;
+
+// Work attached to the loop. after_step runs on every rank after each completed step (t.step() is
+// the number of completed steps), collectively, and may add fields to the step's metrics line;
+// at_end runs once when run() ends (schedule complete or interrupted).
+class TrainHook {
+ public:
+  virtual ~TrainHook() = default;
+  virtual void after_step(Trainer& t, nlohmann::json& metrics) = 0;
+  virtual void at_end(Trainer& t, TrainResult& r) {}
+};
+
 class Trainer {
  public:
   // A new run in run_dir (created), optionally starting from a model checkpoint (`init_dir`).
-  Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir = "");
-  // Continues the run in run_dir from its newest complete checkpoint.
-  static std::unique_ptr<Trainer> resume(const std::string& run_dir);
+  // `comm`: the data-parallel group (default: the job's world).
+  Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir = "",
+          dist::Comm* comm = nullptr);
+  // Continues the run in run_dir from its newest complete checkpoint. `changed` may set the
+  // options that do not change the run's result: the time limit and the micro-batch size.
+  static std::unique_ptr<Trainer> resume(const std::string& run_dir, dist::Comm* comm = nullptr,
+                                         const TrainOptions* changed = nullptr);
   // A new run in run_dir that starts from a checkpoint with some options changed.
   static std::unique_ptr<Trainer> fork(const std::string& ckpt_dir, const std::string& run_dir,
-                                       const TrainOptions& changed);
+                                       const TrainOptions& changed, dist::Comm* comm = nullptr);
   ~Trainer();
 
   TrainResult run();
+  // One optimizer step (collective); advances step().
+  StepResult train_step();
+  void add_hook(std::unique_ptr<TrainHook> h) { hooks_.push_back(std::move(h)); }
+
+  // Mean validation CE over eval_batches global batches (dropless); -1 without validation data.
+  double validate();
+  // Macro loss / BPB over the validation domains (eval::summary) with this evaluator (documents
+  // split over the ranks), or every domain of the run's token directory when null.
+  nlohmann::json evaluate_domains(const eval::MacroEvaluator* ev = nullptr);
+  std::string save_checkpoint();
+
   Model<float>& model() { return *model_; }
+  const TrainOptions& options() const { return opt_; }
+  const std::string& run_dir() const { return run_dir_; }
   int64_t step() const { return step_; }
+  dist::Comm& comm() { return *comm_; }
+  bool is_root() const { return comm_->is_root(); }
+  // Rank 0 appends a line to RUN/metrics.jsonl (other ranks do nothing).
+  void write_metrics(const nlohmann::json& j);
 
  private:
   Trainer() = default;
-  void setup(const TrainOptions& o, const std::string& run_dir);
-  std::string save_checkpoint();
-  void write_metrics(const nlohmann::json& j);
-  double validate();
-  // Macro loss / BPB over the validation domains (eval::summary): with the metric of a forecast
-  // when one is tracked (same documents, budget and audit), else every domain of the run's
-  // token directory.
-  nlohmann::json evaluate_domains();
-  void use_macro_metric(const eval::MacroMetric& metric);
+  void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm);
+  // Runs forward (+ backward) over this rank's rows of the global batch in tokens_/labels_/seg_,
+  // in micro-batches; returns the global loss.
+  LossStats forward_backward(bool backward);
 
   TrainOptions opt_;
   std::string run_dir_;
+  dist::Comm* comm_ = nullptr;
+  int local_rows_ = 0, micro_ = 0;  // this rank's rows per step, rows per forward
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_, valid_;
+  std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;
+  std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
+  std::vector<RouterStatsAccumulator> router_acc_;
   int64_t step_ = 0;
   nlohmann::json lineage_;
-  std::vector<int32_t> tokens_, labels_, seg_;
+  std::vector<int32_t> tokens_, labels_, seg_;  // the global batch
   FILE* metrics_ = nullptr;
-  std::unique_ptr<eval::MacroEvaluator> macro_;
+  std::unique_ptr<eval::MacroEvaluator> all_domains_;
+  std::vector<std::unique_ptr<TrainHook>> hooks_;
+  double comm_seconds_ = 0;  // time in collectives during the last step
+  int64_t comm_bytes_ = 0;   // bytes reduced/gathered per rank during the last step
 };
 
 // Builds a batch source from a data spec ({"kind": "rows", "path": ...}, ...).

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "dist/comm.hpp"
 
 namespace marin {
 
@@ -22,28 +23,39 @@ void DispatchPlan::reserve(int64_t max_rows, int64_t e, int64_t k) {
   offsets.resize(E + 1);
   requested.resize(E);
   cursor.resize(E);
+  before.resize(E);
   row_token.resize(max_rows * K);
   row_slot.resize(max_rows * K);
   slot_row.resize(max_rows * K);
 }
 
-void DispatchPlan::build(const int32_t* expert, int64_t n, Transport t, double capacity_factor) {
+void DispatchPlan::build(const int32_t* expert, int64_t n, Transport t, double capacity_factor,
+                         dist::Comm* group) {
   rows = n;
   const int64_t A = n * K;
-  const int64_t cap = t == Transport::Capacity
-                          ? static_cast<int64_t>(std::ceil(capacity_factor * double(A) / double(E)))
-                          : A;
-  for (int64_t e = 0; e < E; ++e) requested[e] = 0;
+  for (int64_t e = 0; e < E; ++e) requested[e] = 0, before[e] = 0;
   for (int64_t a = 0; a < A; ++a) requested[expert[a]]++;
+  global_assignments = A;
+  if (t == Transport::Capacity && group && group->size() > 1) {
+    for (int64_t e = 0; e < E; ++e) before[e] = requested[e];
+    group->exscan_sum(before.data(), E);
+    global_assignments = group->allreduce(A);
+  }
+  const int64_t cap =
+      t == Transport::Capacity
+          ? static_cast<int64_t>(std::ceil(capacity_factor * double(global_assignments) / double(E)))
+          : A;
+  // Expert e accepts global arrivals [0, cap); this rank's arrivals are numbered from before[e].
+  auto room = [&](int64_t e) { return std::max<int64_t>(0, cap - before[e]); };
   offsets[0] = 0;
-  for (int64_t e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + std::min(requested[e], cap);
+  for (int64_t e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + std::min(requested[e], room(e));
   kept = offsets[E];
   dropped = A - kept;
   // Fill each expert's rows in arrival order (token-major, then slot): a counting sort.
   for (int64_t e = 0; e < E; ++e) cursor[e] = 0;
   for (int64_t a = 0; a < A; ++a) {
     const int32_t e = expert[a];
-    if (cursor[e] < cap) {
+    if (cursor[e] < room(e)) {
       const int64_t r = offsets[e] + cursor[e]++;
       row_token[r] = int32_t(a / K);
       row_slot[r] = int32_t(a % K);

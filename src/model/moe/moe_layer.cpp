@@ -29,7 +29,8 @@ i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows) {
 }
 
 template <class T>
-void MoELayer<T>::forward(const T* x, T* out, i64 rows, Transport transport) {
+void MoELayer<T>::forward(const T* x, T* out, i64 rows, Transport transport,
+                          dist::Comm* group) {
   x_ = x;
   rows_ = rows;
   const i64 d = c_.hidden_dim, l = c_.latent_dim, K = c_.top_k;
@@ -37,7 +38,7 @@ void MoELayer<T>::forward(const T* x, T* out, i64 rows, Transport transport) {
   linear_fwd(x, down_.w, z0_.data(), rows, d, l);
   kernels::rmsnorm_fwd(z0_.data(), norm_.w, z_.data(), rstd_.data(), rows, l, 1e-5);
 
-  plan_.build(router_.routing().expert.data(), rows, transport, c_.capacity_factor);
+  plan_.build(router_.routing().expert.data(), rows, transport, c_.capacity_factor, group);
   const i64 kept = plan_.kept;
   const T* z = z_.data();
   T* xg = xg_.data();

@@ -1,0 +1,68 @@
+#include "scaling/forecast_hook.hpp"
+
+#include <fmt/core.h>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "data/tokenizer/tokenizer.hpp"
+
+namespace marin::scaling {
+
+ForecastHook::ForecastHook(Trainer& t)
+    : tracker_(t.options().forecast, t.options().steps) {
+  const TrainOptions& o = t.options();
+  for (int64_t s : tracker_.steps()) steps_.insert(s);
+  macro_ = tracker_.metric() == "macro_loss";
+  if (macro_) {
+    // A macro-loss forecast carries its metric's definition: the run is scored with exactly it.
+    if (tracker_.eval_spec().is_null())
+      fail("{}: a macro_loss forecast without its metric (\"eval\")", o.forecast);
+    const uint64_t hash = o.tokenizer.empty() ? 0 : Tokenizer::load(o.tokenizer).hash();
+    evaluator_ = std::make_unique<eval::MacroEvaluator>(
+        eval::MacroMetric::from_json(tracker_.eval_spec(), o.forecast + ":eval"), hash);
+  } else if (o.valid.is_null()) {
+    fail("--forecast needs validation data to measure the loss it predicts");
+  }
+}
+
+void ForecastHook::after_step(Trainer& t, nlohmann::json& m) {
+  const int64_t step = t.step();
+  if (!steps_.count(step) && step != t.options().steps) return;
+  if (macro_) {
+    if (!steps_.count(step)) return;
+    m["eval"] = t.evaluate_domains(evaluator_.get());
+    last_loss_ = m["eval"]["macro_loss"].get<double>();
+    const auto clean = m["eval"].value("clean_macro_loss", nlohmann::json());
+    last_clean_ = clean.is_number() ? std::optional(clean.get<double>()) : std::nullopt;
+  } else {
+    if (!m.contains("valid_ce")) m["valid_ce"] = t.validate();
+    last_loss_ = m["valid_ce"].get<double>();
+    if (*last_loss_ < 0) last_loss_.reset();
+  }
+  if (last_loss_ && steps_.count(step))
+    if (auto rec = tracker_.observe(step, *last_loss_, last_clean_)) m["forecast"] = *rec;
+}
+
+void ForecastHook::at_end(Trainer& t, TrainResult&) {
+  if (t.step() != t.options().steps || !last_loss_ || !t.is_root()) return;
+  const nlohmann::json report = tracker_.final_report(*last_loss_, last_clean_);
+  write_file_atomic(t.run_dir() + "/forecast_report.json", report.dump(2) + "\n");
+  fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
+             report.value("predicted", 0.0), report.value("actual", 0.0),
+             report.value("verdict", std::string("?")), report.value("diff_nats", 0.0),
+             report.value("diff_percent", 0.0));
+  if (report.contains("clean"))
+    fmt::print(stderr,
+               "forecast (clean-only documents, {}): predicted {:.4f}, actual {:.4f}: {} by "
+               "{:+.4f} nats ({:+.2f}%)\n",
+               report["clean"].value("against", std::string()),
+               report["clean"].value("predicted", 0.0), report["clean"].value("actual", 0.0),
+               report["clean"].value("verdict", std::string("?")),
+               report["clean"].value("diff_nats", 0.0), report["clean"].value("diff_percent", 0.0));
+}
+
+void attach_forecast(Trainer& t) {
+  if (!t.options().forecast.empty()) t.add_hook(std::make_unique<ForecastHook>(t));
+}
+
+}  // namespace marin::scaling
