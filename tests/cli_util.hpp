@@ -1,11 +1,19 @@
 #pragma once
 // Runs the real `marin` binary (as a user would) and captures its exit code and output.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "train/run_checkpoint.hpp"
 
 namespace marin::testing {
 
@@ -36,6 +44,45 @@ inline RunResult run(const std::string& args) {
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Starts `marin ARGS` (args begin with a space) in the background, output discarded.
+inline pid_t spawn_train(const std::string& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string(MARIN_BIN) + args + " >/dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// Rows (formats.md) with a learnable pattern (arithmetic progressions mod the vocabulary).
+inline void write_rows(const std::string& path, int rows, int S = 64, uint32_t V = 512) {
+  std::vector<uint32_t> ids;
+  uint64_t x = 99;
+  for (int r = 0; r < rows; ++r) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint32_t base = uint32_t(x >> 40) % V, step = 1 + uint32_t(x >> 20) % 5;
+    for (int t = 0; t <= S; ++t) ids.push_back((base + step * t) % V);
+  }
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+}
+
+// The bytes of the newest checkpoint's model.safetensors of a run ("" when there is none).
+inline std::string final_weights(const std::string& run_dir) {
+  auto ckpt = marin::latest_checkpoint(run_dir);
+  return ckpt ? marin::read_file(*ckpt + "/model.safetensors") : std::string();
+}
+
+// RUN/metrics.jsonl, one object per line.
+inline std::vector<nlohmann::json> metrics(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(run_dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 // A fresh directory under the system temp dir, removed at scope exit.

@@ -15,37 +15,15 @@
 #include "core/fileio.hpp"
 #include "train/run_checkpoint.hpp"
 
+using marin::testing::final_weights;
+using marin::testing::metrics;
 using marin::testing::run;
+using marin::testing::spawn_train;
+using marin::testing::write_rows;
 using marin::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Rows with a learnable pattern (arithmetic progressions mod the vocabulary).
-void write_rows(const std::string& path, int rows, int S = 64, uint32_t V = 512) {
-  std::vector<uint32_t> ids;
-  uint64_t x = 99;
-  for (int r = 0; r < rows; ++r) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const uint32_t base = uint32_t(x >> 40) % V, step = 1 + uint32_t(x >> 20) % 5;
-    for (int t = 0; t <= S; ++t) ids.push_back((base + step * t) % V);
-  }
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
-}
-
-std::string final_weights(const std::string& run_dir) {
-  auto ckpt = marin::latest_checkpoint(run_dir);
-  return ckpt ? marin::read_file(*ckpt + "/model.safetensors") : std::string();
-}
-
-std::vector<nlohmann::json> metrics(const std::string& run_dir) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(run_dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 const std::string kBase = " --preset tiny --batch 4 --steps 20 --seed 3";
 
@@ -92,16 +70,6 @@ TEST(Train, ResumeIsBitIdentical) {
             marin::read_file(tmp.str("split/checkpoints/step-00000020/optimizer.safetensors")));
 }
 
-static pid_t spawn_train(const std::string& args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = std::string(MARIN_BIN) + args + " >/dev/null 2>&1";
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
 TEST(Train, SigintSavesAndResumesExactly) {
   TempDir tmp("sigint");
   write_rows(tmp.str("rows.bin"), 48);
@@ -141,6 +109,24 @@ TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
   auto r = run("train --resume " + tmp.str("kill"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(tmp.str("kill")));
+}
+
+TEST(Train, InitTakesTheModelFromTheCheckpoint) {
+  TempDir tmp("init");
+  // A cpu-small checkpoint (seq_len 512, vocab 8192), trained from without --preset.
+  ASSERT_EQ(run("init --preset cpu-small --seed 2 --out " + tmp.str("ckpt")).code, 0);
+  write_rows(tmp.str("rows.bin"), 2, 512, 8192);
+  auto r = run("train --init " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
+               " --batch 1 --steps 1 --out " + tmp.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto run_json = nlohmann::json::parse(marin::read_file(tmp.str("run/run.json")));
+  EXPECT_EQ(run_json["options"]["model"]["seq_len"], 512);
+  EXPECT_EQ(run_json["lineage"]["init"], tmp.str("ckpt"));
+  // A model given on the command line that contradicts the checkpoint is refused.
+  r = run("train --init " + tmp.str("ckpt") + " --preset tiny --tokens " + tmp.str("rows.bin") +
+          " --batch 1 --steps 1 --out " + tmp.str("run2"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("config.json does not match"), std::string::npos) << r.out;
 }
 
 TEST(Train, ForkChangesSettingsAndRecordsLineage) {

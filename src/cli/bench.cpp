@@ -1,32 +1,48 @@
-// marin bench: timed forward+backward of a preset (after warm-up), reported as tokens/s and model
-// GFLOP/s by the §6 estimator (3·F_fwd per token for forward+backward) against this machine's
-// peak; `marin bench tokenizer` times the BPE encoder.
+// marin bench: timed forward+backward of a preset (after warm-up), or with --train the full
+// training step as `marin train` runs it (data parallel under mpirun), reported as tokens/s and
+// model GFLOP/s by the §6 estimator (3·F_fwd per token for forward+backward) against this
+// machine's FMA peak, measured at start-up; `marin bench tokenizer` times the BPE encoder.
 #include <fmt/core.h>
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
+#include "core/fileio.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "data/tokenizer/bench.hpp"
+#include "dist/comm.hpp"
+#include "kernels/kernels.hpp"
 #include "model/accounting.hpp"
 #include "model/model.hpp"
 #include "optim/hparams.hpp"
 #include "optim/newton_schulz.hpp"
 #include "optim/optimizer.hpp"
+#include "train/trainer.hpp"
 
 namespace marin::cli {
 namespace {
+namespace fs = std::filesystem;
 
-// Single-core fp32 FMA peak of this machine class (design.md: ~117 GFLOP/s on Zen 4 AVX-512).
-constexpr double kPeakGflopsPerCore = 117.0;
+// "model name" of /proc/cpuinfo (the first core), for the record.
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
 
 struct BenchOptions {
   std::string what = "model";
   ModelOptions model;
-  int batch = 8, iters = 5, warmup = 2, threads = 0;
+  int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0;
   bool json = false, train = false;
   std::string vocab;
   std::vector<std::string> files;
@@ -37,100 +53,152 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Random token ids, labels and a few packed documents per row.
+void random_batch(const ModelConfig& c, int64_t n, std::vector<int32_t>& tok,
+                  std::vector<int32_t>& lab, std::vector<int32_t>& seg) {
+  tok.resize(size_t(n)), lab.resize(size_t(n)), seg.resize(size_t(n));
+  Rng rng(3);
+  for (int64_t i = 0; i < n; ++i) {
+    tok[size_t(i)] = int32_t(rng.next_u64() % c.vocab_size);
+    lab[size_t(i)] = int32_t(rng.next_u64() % c.vocab_size);
+    seg[size_t(i)] = int32_t((i % c.seq_len) / 200);
+  }
+}
+
+// The full training step exactly as `marin train` runs it (Trainer::train_step: micro-batches,
+// exact gradient sum, sharded optimizer, QB, metrics), on random rows, under mpirun data parallel
+// over the job's ranks; plus Newton–Schulz alone on the last gradients, so its share is measured.
+nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
+  dist::Comm& world = dist::world();
+  std::string dir = world.is_root() ? fmt::format("{}/marin-bench-{}",
+                                                  fs::temp_directory_path().string(), getpid())
+                                    : "";
+  world.broadcast(dir);
+  const std::string rows = dir + "/rows.bin";
+  if (world.is_root()) {
+    fs::create_directories(dir);
+    std::vector<int32_t> tok, lab, seg;
+    random_batch(c, int64_t(o.batch) * (c.seq_len + 1), tok, lab, seg);
+    std::ofstream(rows, std::ios::binary)
+        .write(reinterpret_cast<const char*>(tok.data()), std::streamsize(tok.size() * 4));
+  }
+  world.barrier();
+  TrainOptions t;
+  t.model = c;
+  t.batch = o.batch;
+  t.micro_batch = o.micro_batch;
+  t.steps = 1000;
+  t.seed = 1;
+  t.data = {{"kind", "rows"}, {"path", rows}};
+  std::vector<double> step, comm, ns;
+  int64_t bytes = 0;
+  {
+    Trainer trainer(t, dir + "/run", "", &world);
+    for (int i = 0; i < o.warmup + o.iters; ++i) {
+      const Timer timer;
+      const StepResult r = trainer.train_step();
+      if (i < o.warmup) continue;
+      step.push_back(timer.seconds()), comm.push_back(r.comm_seconds), bytes = r.comm_bytes;
+    }
+    // Newton–Schulz of every MuonH tensor on the last gradients (all of them, on one rank).
+    Model<float>& m = trainer.model();
+    i64 w = 1, out = 1;
+    for (auto& p : m.table().params())
+      if (p.group == OptGroup::MuonH)
+        w = std::max(w, optim::ns_workspace_size(p.rows(), p.cols())), out = std::max(out, p.size);
+    Buffer<float> ns_work(static_cast<size_t>(w)), ns_out(static_cast<size_t>(out));
+    for (int i = 0; i < 3; ++i) {
+      const Timer tn;
+      for (auto& p : m.table().params())
+        if (p.group == OptGroup::MuonH)
+          optim::newton_schulz_batched(m.grads().data() + p.offset, ns_out.data(), p.num_mats,
+                                       p.rows(), p.cols(), ns_work.data());
+      ns.push_back(tn.seconds());
+    }
+    t = trainer.options();
+  }
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+  const double t_med = median(step);
+  return {{"step_seconds_median", t_med},
+          {"comm_seconds_median", median(comm)},
+          {"comm_fraction", median(comm) / t_med},
+          {"comm_bytes_per_rank", bytes},
+          {"micro_batch", t.micro_batch},
+          {"newton_schulz_seconds_median", median(ns)},
+          {"newton_schulz_fraction_of_step", median(ns) / t_med}};
+}
+
 int bench_model(BenchOptions o) {
   if (o.model.preset.empty() && o.model.config.empty()) o.model.preset = "cpu-small";
   const ModelConfig c = o.model.resolve();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
-  Model<float> m(c, o.batch);
-  m.init(1);
-  const int64_t n = int64_t(o.batch) * c.seq_len;
-  std::vector<int32_t> tok(n), lab(n), seg(n);
-  Rng rng(3);
-  for (int64_t i = 0; i < n; ++i) {
-    tok[i] = int32_t(rng.next_u64() % c.vocab_size);
-    lab[i] = int32_t(rng.next_u64() % c.vocab_size);
-    seg[i] = int32_t((i % c.seq_len) / 200);  // a few packed documents per row
-  }
-  const Batch b{o.batch, tok.data(), lab.data(), seg.data()};
-  // --train: the full step (forward, backward, optimizer), and Newton–Schulz alone on the same
-  // gradients so its share of the step is measured, not estimated.
-  OptimConfig oc;
-  const HyperParams h = heuristic_hparams(c.hidden_dim, o.batch, c.seq_len, 1000);
-  oc.muonh_lr = h.muonh_lr;
-  oc.adam_lr = h.adam_lr;
-  oc.beta2 = h.beta2;
-  oc.eps = h.eps;
-  oc.total_steps = 1000;
-  std::unique_ptr<Optimizer> opt;
-  Buffer<float> ns_work, ns_out;
-  if (o.train) {
-    opt = std::make_unique<Optimizer>(m.table(), oc);
-    i64 w = 1, out = 1;
-    for (auto& p : m.table().params())
-      if (p.group == OptGroup::MuonH) {
-        w = std::max(w, optim::ns_workspace_size(p.rows(), p.cols()));
-        out = std::max(out, p.size);
-      }
-    ns_work.resize(w);
-    ns_out.resize(out);
-  }
-  std::vector<double> fwd, total, opt_t, ns_t;
-  for (int i = 0; i < o.warmup + o.iters; ++i) {
-    Timer t;
-    m.forward(b);
-    const double tf = t.seconds();
-    m.backward();
-    double tt = t.seconds();
-    if (opt) {
-      Timer tn;
-      for (auto& p : m.table().params())
-        if (p.group == OptGroup::MuonH)
-          optim::newton_schulz_batched(m.grads().data() + p.offset, ns_out.data(), p.num_mats,
-                                       p.rows(), p.cols(), ns_work.data());
-      const double ns = tn.seconds();
-      Timer to;
-      opt->step(m.params().data(), m.grads().data(), i);
-      const double ot = to.seconds();
-      tt += ot;
-      if (i >= o.warmup) opt_t.push_back(ot), ns_t.push_back(ns);
-    }
-    if (i >= o.warmup) fwd.push_back(tf), total.push_back(tt);
-  }
-  const double F = double(forward_flops_per_token(c));
-  const double t_med = median(total), f_med = median(fwd);
-  const double gflops = 3.0 * F * double(n) / t_med / 1e9;
-  const double peak = kPeakGflopsPerCore * threads;
+  dist::Comm& world = dist::world();
+  // The ceiling: this machine's measured FMA peak, on every rank at once (so that ranks sharing
+  // cores measure what they share).
+  const kernels::PeakResult peak = kernels::measure_fma_peak(threads);
+  const double job_peak = world.allreduce(peak.gflops);
+  const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   nlohmann::json j = {{"preset", o.model.preset},
+                      {"cpu", cpu_model_name()},
+                      {"isa", peak.lanes == 16 ? "avx512" : peak.lanes == 8 ? "avx2" : "scalar"},
                       {"batch", o.batch},
                       {"seq_len", c.seq_len},
+                      {"ranks", world.size()},
                       {"threads", threads},
                       {"iters", o.iters},
-                      {"fwd_bwd_seconds_median", t_med},
-                      {"fwd_seconds_median", f_med},
-                      {"tokens_per_second", double(n) / t_med},
-                      {"model_gflops", gflops},
-                      {"peak_gflops", peak},
-                      {"fraction_of_peak", gflops / peak}};
-  if (opt) {
-    j["optimizer_seconds_median"] = median(opt_t);
-    j["newton_schulz_seconds_median"] = median(ns_t);
-    j["newton_schulz_fraction_of_step"] = median(ns_t) / t_med;
+                      {"peak_gflops", job_peak}};
+  double t_med = 0;
+  if (o.train) {
+    j.update(bench_train(o, c));
+    t_med = j["step_seconds_median"].get<double>();
+  } else {
+    if (world.size() > 1) fail("marin bench: under mpirun, use --train (the data-parallel step)");
+    Model<float> m(c, o.batch);
+    m.init(1);
+    std::vector<int32_t> tok, lab, seg;
+    random_batch(c, n, tok, lab, seg);
+    const Batch b{o.batch, tok.data(), lab.data(), seg.data()};
+    std::vector<double> fwd, total;
+    for (int i = 0; i < o.warmup + o.iters; ++i) {
+      const Timer t;
+      m.forward(b);
+      const double tf = t.seconds();
+      m.backward();
+      if (i >= o.warmup) fwd.push_back(tf), total.push_back(t.seconds());
+    }
+    t_med = median(total);
+    j["fwd_bwd_seconds_median"] = t_med;
+    j["fwd_seconds_median"] = median(fwd);
   }
+  const double gflops = 3.0 * double(forward_flops_per_token(c)) * double(n) / t_med / 1e9;
+  j["tokens_per_second"] = double(n) / t_med;
+  j["model_gflops"] = gflops;
+  j["fraction_of_peak"] = gflops / job_peak;
+  if (!world.is_root()) return 0;
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("{} batch {}×{} on {} thread(s): {} median {:.1f} ms (forward {:.1f} ms)\n",
-             o.model.preset, o.batch, c.seq_len, threads,
-             opt ? "forward+backward+optimizer" : "forward+backward", t_med * 1e3, f_med * 1e3);
-  if (opt)
-    fmt::print("  optimizer {:.1f} ms, of which Newton–Schulz {:.1f} ms = {:.1f}% of the step\n",
-               median(opt_t) * 1e3, median(ns_t) * 1e3, 100 * median(ns_t) / t_med);
-  fmt::print(
-      "  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the {:.0f} GFLOP/s fp32 "
-      "peak\n",
-      double(n) / t_med, gflops, 100 * gflops / peak, peak);
+  fmt::print("{} ({}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} GFLOP/s\n",
+             j["cpu"].get<std::string>(), j["isa"].get<std::string>(), world.size(), threads,
+             job_peak);
+  if (o.train) {
+    fmt::print(
+        "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
+        "communication {:.1f} ms ({:.1f}%, {:.1f} MB per rank) and Newton–Schulz {:.1f}%\n",
+        o.model.preset, o.batch, c.seq_len, j["micro_batch"].get<int>(), t_med * 1e3,
+        j["comm_seconds_median"].get<double>() * 1e3, 100 * j["comm_fraction"].get<double>(),
+        double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
+        100 * j["newton_schulz_fraction_of_step"].get<double>());
+  } else {
+    fmt::print("{} batch {}×{}: forward+backward median {:.1f} ms (forward {:.1f} ms)\n",
+               o.model.preset, o.batch, c.seq_len, t_med * 1e3,
+               j["fwd_seconds_median"].get<double>() * 1e3);
+  }
+  fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the measured peak\n",
+             double(n) / t_med, gflops, 100 * gflops / job_peak);
   return 0;
 }
 
@@ -157,7 +225,10 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_option("what", o->what, "model (default) or tokenizer")
                     ->check(CLI::IsMember({"model", "tokenizer"}));
                 o->model.add(app);
-                app.add_option("--batch", o->batch, "sequences per step")->default_val(8);
+                app.add_option("--batch", o->batch, "sequences per step (global under mpirun)")
+                    ->default_val(8);
+                app.add_option("--micro-batch", o->micro_batch,
+                               "--train: rows per forward (default as marin train)");
                 app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
                 app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
                 app.add_option("--threads", o->threads, "OpenMP threads (default: all)");
@@ -165,7 +236,8 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_option("--in", o->files, "tokenizer bench: input files");
                 app.add_flag("--json", o->json, "print one JSON object");
                 app.add_flag("--train", o->train,
-                             "time the full training step (with the optimizer) and Newton–Schulz");
+                             "time the full training step as marin train runs it (data parallel "
+                             "under mpirun) and Newton–Schulz");
                 return
                     [o] { return o->what == "tokenizer" ? bench_tokenizer(*o) : bench_model(*o); };
               });

@@ -11,6 +11,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "dist/comm.hpp"
 #include "core/fileio.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
@@ -150,7 +151,7 @@ int run_eval(EvalArgs a) {
     io.target_fp = a.fp_rate;
     io.max_bytes = uint64_t(a.bloom_mb * double(1 << 20));
     io.threads = a.threads;
-    io.progress = !a.quiet;
+    io.progress = !a.quiet && dist::world().is_root();
     index = eval::build_ngram_index(*train, io);
   }
 
@@ -164,8 +165,13 @@ int run_eval(EvalArgs a) {
   o.skip_empty = a.skip_empty;
   o.index = index ? &*index : nullptr;
   o.threshold = a.threshold;
-  o.progress = !a.quiet;
+  // Under mpirun the documents are split over the ranks; every rank gets the whole report and
+  // rank 0 prints it.
+  dist::Comm& world = dist::world();
+  o.group = &world;
+  o.progress = !a.quiet && world.is_root();
   const eval::EvalReport rep = eval::evaluate_domains(m, o);
+  if (!world.is_root()) return 0;
 
   fmt::print("checkpoint {} on {} ({} text: {})\n", a.checkpoint, a.tokens,
              a.corpus.empty() ? "no" : "with", a.corpus.empty() ? "-" : a.corpus);

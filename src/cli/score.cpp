@@ -1,11 +1,13 @@
 // marin score: dropless forward of a checkpoint over pre-tokenized rows; one JSON line of
-// mean loss, CE, z (mean lse²) and the number of scored tokens.
+// mean loss, CE, z (mean lse²) and the number of scored tokens. Under mpirun the rows are split
+// into one contiguous run per rank and the sums are all-reduced.
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
 #include "data/token_rows.hpp"
+#include "dist/comm.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin::cli {
@@ -19,21 +21,26 @@ struct ScoreOptions {
 int run_score(const ScoreOptions& o) {
   const ModelConfig c = load_config(o.checkpoint);
   const TokenRows rows = TokenRows::load(o.tokens, c.seq_len, c.vocab_size);
-  const int B = int(std::min<int64_t>(o.batch, rows.rows));
+  dist::Comm& world = dist::world();
+  const dist::Range mine = dist::split_evenly(rows.rows, world.size(), world.rank());
+  const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
   Model<float> m(c, B);
   load_params(o.checkpoint, m.table(), m.params().data());
   m.transport = Transport::Dropless;  // evaluation is always dropless
   std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size());
-  double ce = 0, z = 0;
-  int64_t n = 0;
-  for (int64_t r = 0; r < rows.rows; r += B) {
-    const int nb = int(std::min<int64_t>(B, rows.rows - r));
+  double sums[3] = {0, 0, 0};  // Σ CE, Σ lse², scored tokens
+  for (int64_t r = mine.begin; r < mine.end; r += B) {
+    const int nb = int(std::min<int64_t>(B, mine.end - r));
     rows.fill(r, nb, tok.data(), lab.data());
     const LossStats s = m.forward({nb, tok.data(), lab.data(), nullptr});
-    ce += s.ce * double(s.tokens);
-    z += s.z * double(s.tokens);
-    n += s.tokens;
+    sums[0] += s.ce * double(s.tokens);
+    sums[1] += s.z * double(s.tokens);
+    sums[2] += double(s.tokens);
   }
+  world.allreduce(sums, 3);
+  if (!world.is_root()) return 0;
+  const double ce = sums[0], z = sums[1];
+  const int64_t n = int64_t(sums[2]);
   nlohmann::json j = {{"loss", ce / double(n) + c.z_loss * z / double(n)},
                       {"ce", ce / double(n)},
                       {"z", z / double(n)},

@@ -90,9 +90,11 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
 int run_train(const TrainCli& a) {
   std::unique_ptr<Trainer> t;
   if (!a.resume.empty()) {
+    if (a.given("--micro-batch"))
+      fail("--micro-batch fixes a run's numerics and cannot change on --resume (use --fork-from "
+           "with --micro-batch for a new run from the checkpoint)");
     TrainOptions changed;
     changed.time_limit_s = a.time_limit;
-    changed.micro_batch = a.micro_batch;
     t = Trainer::resume(a.resume, nullptr, &changed);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");
@@ -145,8 +147,8 @@ MARIN_COMMAND(
       app.add_option("--batch", a->batch, "sequences per step (global: over all MPI ranks)")
           ->default_val(8);
       app.add_option("--micro-batch", a->micro_batch,
-                     "rows per forward on each rank; gradients are accumulated (default: all of "
-                     "the rank's rows; may change on --resume)");
+                     "rows per forward; the step's micro-batches are shared by the MPI ranks and "
+                     "their gradients summed exactly (default: batch/4, or batch/2, or batch)");
       app.add_option("--steps", a->steps, "total steps (schedule horizon)")->default_val(100);
       app.add_option("--seed", a->seed, "initialisation seed")->default_val(0);
       app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")

@@ -79,4 +79,12 @@ template <class T>
 void attention_bwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
                    const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
 
+// The fp32 FMA peak of this machine with `threads` threads (0: all), measured for `seconds`
+// (kernels/cpu/peak.cpp): the ceiling every "fraction of peak" is judged against.
+struct PeakResult {
+  int threads = 0, lanes = 0;  // vector width in floats (8: AVX2, 16: AVX-512)
+  double gflops = 0;
+};
+PeakResult measure_fma_peak(int threads, double seconds = 0.3);
+
 }  // namespace marin::kernels

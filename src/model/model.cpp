@@ -109,9 +109,9 @@ LossStats Model<T>::forward(const Batch& b) {
 }
 
 template <class T>
-void Model<T>::backward(bool accumulate) {
+void Model<T>::backward() {
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
-  if (!accumulate) grads_.zero();
+  grads_.zero();
   ArenaScope<T> scope(arena_);
   // dlogits in place of the logits (they are not needed afterwards).
   T* dlogits = logits_.data();

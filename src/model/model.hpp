@@ -52,15 +52,20 @@ class Model {
   void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
 
   Transport transport = Transport::Dropless;
-  // The data-parallel ranks that share each global batch: a capacity-limited transport counts
-  // its capacity and arrival order over all of them (null: this process alone).
+  // The ranks that compute each wave of micro-batches together: a capacity-limited transport
+  // numbers arrivals over all of them (null: this process alone).
   dist::Comm* group = nullptr;
 
+  // A training step of `tokens` tokens (the global batch) whose micro-batches are the next
+  // forwards: a capacity-limited transport counts its capacity and arrival order over all of
+  // them (DispatchPlan::begin_step).
+  void begin_step(int64_t tokens) {
+    for (auto& b : blocks_) b->moe().begin_step(tokens);
+  }
   // Validates token ids against the vocabulary (a clear error, not a crash), then runs forward.
   LossStats forward(const Batch& batch);
-  // Gradients of the last forward's loss, written into grads() (added to them with `accumulate`,
-  // for micro-batches).
-  void backward(bool accumulate = false);
+  // Gradients of the last forward's loss, written (not accumulated) into grads().
+  void backward();
 
   // Per-token CE of the last forward ([B·S], label < 0 → 0) and the logits of the last forward.
   const T* token_ce() const { return ce_.data(); }

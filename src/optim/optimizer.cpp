@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "optim/schedule.hpp"
 
 namespace marin {
@@ -113,9 +114,11 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
     }
   }
   if (group_) {
+    const Timer t;
     std::vector<int64_t> counts, displs;
     for (auto& r : shards_) counts.push_back(r.size()), displs.push_back(r.begin);
     group_->allgatherv(params + own.begin, own.size(), params, counts.data(), displs.data());
+    gather_seconds_ = t.seconds();
   }
 }
 

@@ -55,6 +55,7 @@ class Optimizer {
   dist::Range shard() const { return shards_[size_t(rank())]; }
   const std::vector<dist::Range>& shards() const { return shards_; }  // per rank of the group
   int64_t total() const { return table_.total(); }
+  double last_gather_seconds() const { return gather_seconds_; }  // the step's all-gather
 
  private:
   int rank() const { return group_ ? group_->rank() : 0; }
@@ -63,6 +64,7 @@ class Optimizer {
   dist::Comm* group_;
   std::vector<dist::Range> shards_;  // per rank of the group
   Buffer<float> m_, v_, work_;        // m_, v_: this rank's shard only
+  double gather_seconds_ = 0;
 };
 
 }  // namespace marin

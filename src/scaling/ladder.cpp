@@ -22,6 +22,7 @@
 #include "data/tokenizer/tokenizer.hpp"
 #include "model/accounting.hpp"
 #include "optim/hparams.hpp"
+#include "dist/comm.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/trainer.hpp"
@@ -447,11 +448,16 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
             "(keep_every_percent = 5)",
             ckpt, rung.name);
       const std::string cache = ckpt + "/macro_eval.json";
-      json result;
-      if (fs::exists(cache)) {
+      // Rank 0 reads the cache and tells the others, so all ranks agree on evaluating (which
+      // is collective: the documents are split over them).
+      dist::Comm& world = dist::world();
+      std::string cached;
+      if (world.is_root() && fs::exists(cache)) {
         const json c = json::parse(read_file(cache), nullptr, false);
-        if (c.is_object() && c.value("metric", json()) == spec) result = c["result"];
+        if (c.is_object() && c.value("metric", json()) == spec) cached = c["result"].dump();
       }
+      world.broadcast(cached);
+      json result = cached.empty() ? json() : json::parse(cached);
       if (result.is_null()) {
         if (!*evaluator) {
           const uint64_t hash = tokenizer.empty() ? 0 : Tokenizer::load(tokenizer).hash();
@@ -459,10 +465,12 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
         }
         Model<float> m(load_config(ckpt), 8);
         load_params(ckpt, m.table(), m.params().data());
-        result = eval::summary((*evaluator)->evaluate(m));
-        write_file_atomic(cache, json({{"metric", spec}, {"result", result}}).dump(2) + "\n");
-        fmt::print(stderr, "ladder: rung {} step {}: macro loss {:.4f}\n", rung.name, step,
-                   result["macro_loss"].get<double>());
+        result = eval::summary((*evaluator)->evaluate(m, &world));
+        if (world.is_root()) {
+          write_file_atomic(cache, json({{"metric", spec}, {"result", result}}).dump(2) + "\n");
+          fmt::print(stderr, "ladder: rung {} step {}: macro loss {:.4f}\n", rung.name, step,
+                     result["macro_loss"].get<double>());
+        }
       }
       CurvePoint p{step, double(step) / double(rung.steps), rung.compute_per_step * double(step),
                    result.at("macro_loss").get<double>(), std::nullopt};
@@ -511,8 +519,11 @@ std::string describe_difference(const json& a, const json& b) {
 bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
   if (o.out.empty()) fail("marin ladder: no output directory");
   cfg.finalize();
+  // Every rank trains every rung together (data parallel); rank 0 alone writes files and talks.
+  dist::Comm& world = dist::world();
+  const bool root = world.is_root();
   std::error_code ec;
-  fs::create_directories(o.out, ec);
+  if (root) fs::create_directories(o.out, ec);
   if (ec) fail("{}: cannot create the ladder directory: {}", o.out, ec.message());
   const CurveEvaluator eval = o.evaluator ? o.evaluator
                               : cfg.macro ? macro_loss_curve(*cfg.macro, cfg.tokenizer)
@@ -536,14 +547,17 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
               {"metric", metric},
               {"rungs", rungs}};
     if (cfg.macro && !o.evaluator) j["eval"] = cfg.macro->to_json();
-    write_file_atomic(o.out + "/ladder.json", j.dump(2) + "\n");
+    if (root) write_file_atomic(o.out + "/ladder.json", j.dump(2) + "\n");
   };
 
   for (size_t i = 0; i < cfg.rungs.size(); ++i) {
     Rung& r = cfg.rungs[i];
-    fs::create_directories(r.dir, ec);
-    if (ec) fail("{}: cannot create the rung directory: {}", r.dir, ec.message());
-    write_file_atomic(r.dir + "/model.toml", model_toml(r.model));
+    if (root) {
+      fs::create_directories(r.dir, ec);
+      if (ec) fail("{}: cannot create the rung directory: {}", r.dir, ec.message());
+      write_file_atomic(r.dir + "/model.toml", model_toml(r.model));
+    }
+    world.barrier();
     const auto ckpt = latest_checkpoint(r.dir);
     std::unique_ptr<Trainer> t;
     if (ckpt) {
@@ -555,18 +569,25 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
             "choose another --out",
             r.dir, r.name, describe_difference(want, have));
       if (st.step >= r.steps) {
-        fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.name, r.steps);
+        if (root)
+          fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.name,
+                     r.steps);
       } else {
-        fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.name, st.step, r.steps);
+        if (root)
+          fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.name, st.step,
+                     r.steps);
         t = Trainer::resume(r.dir);
       }
     } else {
       // No checkpoint: anything in the directory is from an attempt that never saved.
-      fs::remove(r.dir + "/metrics.jsonl", ec);
-      fmt::print(stderr,
-                 "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",
-                 r.name, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
-                 r.options.optim.muonh_lr, r.options.optim.adam_lr);
+      if (root) {
+        fs::remove(r.dir + "/metrics.jsonl", ec);
+        fmt::print(
+            stderr,
+            "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",
+            r.name, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
+            r.options.optim.muonh_lr, r.options.optim.adam_lr);
+      }
       t = std::make_unique<Trainer>(r.options, r.dir);
     }
     if (t) {
@@ -574,8 +595,9 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
       if (res.interrupted || res.steps_done < r.steps) {
         status[i] = "interrupted";
         write_ladder();
-        fmt::print(stderr, "ladder: stopped in rung {} at step {}; run again to continue\n", r.name,
-                   res.steps_done);
+        if (root)
+          fmt::print(stderr, "ladder: stopped in rung {} at step {}; run again to continue\n",
+                     r.name, res.steps_done);
         return false;
       }
     }

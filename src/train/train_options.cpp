@@ -1,5 +1,7 @@
 #include "train/train_options.hpp"
 
+#include <numeric>
+
 #include "optim/hparams.hpp"
 
 namespace marin {
@@ -13,6 +15,11 @@ void TrainOptions::resolve_hparams() {
   optim.beta2 = h.beta2;
   optim.eps = h.eps;
   optim.total_steps = steps;
+  if (micro_batch <= 0 && batch > 0) micro_batch = default_micro_batch(batch);
+}
+
+int default_micro_batch(int batch) {
+  return batch / std::gcd(batch, 4);
 }
 
 nlohmann::json TrainOptions::to_json() const {

@@ -14,8 +14,10 @@ struct TrainOptions {
   ModelConfig model;
   std::string preset;
   int batch = 8;        // global batch: rows per step over all data-parallel ranks
-  int micro_batch = 0;  // rows per forward on each rank (0: the rank's whole share, batch / N);
-                        // gradients of a rank's micro-batches are accumulated
+  // Rows per forward pass: the step is batch / micro_batch micro-batches whose gradients are
+  // summed exactly, the unit of data parallelism (the rank count must divide their number).
+  // Part of the run: it fixes the numerics, the rank count does not. 0: default_micro_batch.
+  int micro_batch = 0;
   int64_t steps = 100;  // schedule horizon N
   uint64_t seed = 0;
   OptimConfig optim;  // learning rates 0 → the §5 rule
@@ -37,10 +39,15 @@ struct TrainOptions {
   std::string forecast;     // forecast.json (marin forecast) to score this run against
   std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
 
-  // Fills the learning rates left at 0, and β1/β2/ε, from the hyperparameter rule (§5).
+  // Fills the learning rates left at 0, and β1/β2/ε, from the hyperparameter rule (§5), and the
+  // micro-batch left at 0.
   void resolve_hparams();
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);
 };
+
+// A quarter of the batch when 4 divides it (else a half, else the whole batch): 4 micro-batches,
+// so the default run is the same at 1, 2 and 4 ranks.
+int default_micro_batch(int batch);
 
 }  // namespace marin

@@ -127,15 +127,18 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   comm_ = comm ? comm : &dist::world();
   const int N = comm_->size();
   if (o.batch <= 0) fail("--batch must be positive, got {}", o.batch);
-  if (o.batch % N != 0)
-    fail("--batch {} cannot be split over {} ranks: the global batch must be a multiple of the "
-         "number of ranks",
-         o.batch, N);
-  local_rows_ = o.batch / N;
-  micro_ = o.micro_batch > 0 ? o.micro_batch : local_rows_;
-  if (local_rows_ % micro_ != 0)
-    fail("--micro-batch {} does not divide the {} rows of each rank (--batch {} over {} ranks)",
-         micro_, local_rows_, o.batch, N);
+  // The micro-batch is a property of the run (the unit of the exact gradient sum), not of the
+  // rank count (a checkpoint from before it was recorded gets the default).
+  if (opt_.micro_batch <= 0) opt_.micro_batch = default_micro_batch(o.batch);
+  micro_ = opt_.micro_batch;
+  if (o.batch % micro_ != 0)
+    fail("--micro-batch {} does not divide --batch {}", micro_, o.batch);
+  units_ = o.batch / micro_;
+  if (units_ % N != 0)
+    fail("--batch {} cannot be split over {} ranks: it is {} micro-batches of {} rows "
+         "(--micro-batch), and the rank count must divide that number",
+         o.batch, N, units_, micro_);
+  local_units_ = units_ / N;
   if (comm_->is_root()) {
     std::error_code ec;
     fs::create_directories(run_dir, ec);
@@ -146,6 +149,12 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   model_->transport = o.transport;
   model_->group = N > 1 ? comm_ : nullptr;
   optimizer_ = std::make_unique<Optimizer>(model_->table(), o.optim, comm_);
+  partials_.resize(size_t(local_units_ - 1));
+  for (auto& p : partials_) p.resize(size_t(model_->table().total()));
+  std::vector<dist::Segment> segments;
+  for (auto& p : model_->table().params()) segments.push_back({p.offset, p.size});
+  grad_sum_ = std::make_unique<dist::ExactSum>(segments, model_->table().total(),
+                                               optimizer_->shards());
   data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--tokens or --data)");
   valid_ = make_batch_source(o.valid, o);
@@ -155,7 +164,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   routing_log_.resize(size_t(c.num_layers));
   router_acc_.resize(size_t(c.num_layers));
   for (auto& r : routing_log_) {
-    r.rows = local_rows_ * c.seq_len, r.E = c.num_experts, r.K = c.top_k;
+    r.rows = int64_t(local_units_) * micro_ * c.seq_len, r.E = c.num_experts, r.K = c.top_k;
     r.logits.resize(size_t(r.rows * r.E));
     r.alpha.resize(size_t(r.rows));
   }
@@ -169,11 +178,13 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
                  dist::Comm* comm) {
   TrainOptions opts = o;
   opts.resolve_hparams();
+  // The checkpoint's model is checked before anything (data included) is sized from the options.
+  if (!init_dir.empty() && load_config(init_dir).to_json() != opts.model.to_json())
+    fail("{}/config.json does not match the run's model configuration (give no --preset, "
+         "--config or --set with --init to train the checkpoint's own model)",
+         init_dir);
   setup(opts, run_dir, comm);
   if (!init_dir.empty()) {
-    const ModelConfig c = load_config(init_dir);
-    if (c.to_json() != opts.model.to_json())
-      fail("{}/config.json does not match the run's model configuration", init_dir);
     load_params(init_dir, model_->table(), model_->params().data());
     lineage_ = {{"init", init_dir}};
   } else {
@@ -186,10 +197,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
   auto ckpt = latest_checkpoint(run_dir);
   if (!ckpt) fail("{}: no complete checkpoint to resume from", run_dir);
   RunState st = read_run_state(*ckpt);
-  if (changed) {
-    st.options.time_limit_s = changed->time_limit_s;
-    if (changed->micro_batch > 0) st.options.micro_batch = changed->micro_batch;
-  }
+  if (changed) st.options.time_limit_s = changed->time_limit_s;
   std::unique_ptr<Trainer> t(new Trainer());
   t->setup(st.options, run_dir, comm);
   load_run_checkpoint(*ckpt, *t->model_, *t->optimizer_);
@@ -262,20 +270,26 @@ LossStats Trainer::forward_backward(bool backward) {
   // Every rank normalises by the global batch's scored tokens (it holds the whole batch).
   int64_t scored = 0;
   for (int32_t l : labels_) scored += l >= 0;
-  const int64_t row0 = int64_t(comm_->rank()) * local_rows_;
+  if (backward) model_->begin_step(int64_t(opt_.batch) * S);  // capacity over the whole step
   LossStats sum;
-  for (int j = 0; j < local_rows_ / micro_; ++j) {
-    const size_t at = size_t((row0 + int64_t(j) * micro_) * S);
+  for (int w = 0; w < local_units_; ++w) {
+    // Wave w: rank r computes micro-batch w·N + r (a wave is in row order across the ranks).
+    const int64_t unit = int64_t(w) * comm_->size() + comm_->rank();
+    const size_t at = size_t(unit * micro_ * S);
     const LossStats s = model_->forward(
         {micro_, tokens_.data() + at, labels_.data() + at, seg_.data() + at, scored});
-    sum.loss += s.loss, sum.ce += s.ce, sum.z += s.z, sum.tokens += s.tokens;
+    sum.loss += s.loss, sum.ce += s.ce, sum.z += s.z;
     if (!backward) continue;
     for (int64_t l = 0; l < opt_.model.num_layers; ++l) {
       const auto& moe = model_->block(l).moe();
-      log_routing(routing_log_[size_t(l)], moe.router().routing(), int64_t(j) * micro_ * S);
+      log_routing(routing_log_[size_t(l)], moe.router().routing(), int64_t(w) * micro_ * S);
       router_acc_[size_t(l)].add(moe.router().routing(), moe.plan());
     }
-    model_->backward(/*accumulate=*/j > 0);
+    model_->backward();
+    if (w + 1 < local_units_) {
+      const Buffer<float>& g = model_->grads();
+      std::copy(g.data(), g.data() + g.size(), partials_[size_t(w)].data());
+    }
   }
   double v[3] = {sum.loss, sum.ce, sum.z};
   comm_->allreduce(v, 3);
@@ -294,27 +308,27 @@ StepResult Trainer::train_step() {
   for (int64_t bad : opt_.inject_nan_grad_steps)
     if (bad == step_ && is_root()) grads[0] = std::nanf("");
 
-  // Gradients: reduce-scatter over the optimizer shards (each rank gets the global sum of the
-  // tensors it updates), the optimizer all-gathers the updated parameters. Same bytes as one
-  // all-reduce, and no rank reduces what it does not update.
+  // The exact sum of every micro-batch's gradient, each rank receiving the tensors it updates;
+  // the optimizer all-gathers the updated parameters.
   Timer tc;
+  std::vector<const float*> parts;
+  for (auto& p : partials_) parts.push_back(p.data());
+  parts.push_back(grads.data());
+  const bool grads_finite = grad_sum_->reduce(parts, units_, *comm_, grads.data());
+  out.comm_seconds = tc.seconds();
+  // Per rank: the int64 reduce-scatter and the fp32 all-gather each move about the whole buffer.
+  const int64_t P = optimizer_->total();
+  out.comm_bytes = comm_->size() > 1 ? int64_t(sizeof(int64_t) + sizeof(float)) * P : 0;
   const dist::Range own = optimizer_->shard();
-  if (comm_->size() > 1) {
-    std::vector<int64_t> counts;
-    for (auto& r : optimizer_->shards()) counts.push_back(r.size());
-    comm_->reduce_scatter(grads.data(), counts.data());
-  }
-  comm_seconds_ = tc.seconds();
-  comm_bytes_ = comm_->size() > 1 ? 2 * int64_t(sizeof(float)) * optimizer_->total() : 0;
-  const GroupNorms gn = group_norms(model_->table(), grads.data(), own, *comm_);
   out.loss = s;
-  out.finite = std::isfinite(s.loss) && std::isfinite(gn.sq[0] + gn.sq[1] + gn.sq[2]);
+  out.finite = grads_finite && std::isfinite(s.loss);
   nlohmann::json& m = out.metrics;
   m = {{"step", step_}, {"loss", s.loss}, {"ce", s.ce},
        {"z", s.z},      {"tokens", s.tokens}, {"world_size", comm_->size()}};
   const LearningRates lr = optimizer_->rates(step_);
   m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
   if (out.finite) {
+    const GroupNorms gn = group_norms(model_->table(), grads.data(), own, *comm_);
     // Router health of this step (before the bias moves), over the global batch.
     std::vector<double> sums;
     for (auto& acc : router_acc_) sums.insert(sums.end(), acc.sums(), acc.sums() + acc.size());
@@ -327,8 +341,8 @@ StepResult Trainer::train_step() {
       routers.push_back(to_json(acc.finish()));
     }
     m["router"] = routers;
-    Timer to;
     optimizer_->step(model_->params().data(), grads.data(), step_);
+    out.comm_seconds += optimizer_->last_gather_seconds();
     if (opt_.qb)  // bias for the next step's forward pass, from the whole step's routing
       for (int64_t l = 0; l < c.num_layers; ++l)
         qb_.update_layer(routing_log_[size_t(l)], model_->block(l).moe().router().bias());
@@ -412,7 +426,7 @@ TrainResult Trainer::run() {
     const double dt = t.seconds();
     m["step_seconds"] = dt;
     m["tokens_per_second"] = double(tokens_per_step) / dt;
-    if (comm_->size() > 1) m["comm"] = {{"seconds", comm_seconds_}, {"bytes", comm_bytes_}};
+    if (comm_->size() > 1) m["comm"] = {{"seconds", r.comm_seconds}, {"bytes", r.comm_bytes}};
     res.last_loss = r.loss.loss;
     if (bad_in_row >= opt_.max_bad_steps) {
       write_metrics(m);

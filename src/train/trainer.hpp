@@ -1,21 +1,25 @@
 #pragma once
-// The training loop. One step (Trainer::train_step) is: the next global batch → this rank's rows
-// (split into micro-batches) → forward/backward → gradients reduce-scattered over the
-// data-parallel group → global finite check → the sharded optimizer (parameters all-gathered) →
-// QB bias from global histograms. Around it run() calls the hooks (validation, per-domain
+// The training loop. One step (Trainer::train_step) is: the next global batch → this rank's
+// micro-batches → forward/backward of each → their gradients summed exactly over micro-batches
+// and ranks (dist::ExactSum; each rank receives its optimizer shard) → global finite check → the
+// sharded optimizer (parameters all-gathered) → QB bias from global histograms. Around it run() calls the hooks (validation, per-domain
 // evaluation, anything a caller adds, e.g. scaling::ForecastHook), writes metrics and
 // checkpoints (rank 0), and handles faults: non-finite steps are skipped and reported; SIGINT,
 // SIGTERM and SIGUSR1 save a checkpoint and exit cleanly on every rank together.
 //
-// Data parallelism (docs/distributed.md): with N ranks, rank r computes rows r·B/N … (r+1)·B/N − 1
-// of exactly the global batch one process would read, losses are normalised by the global token
-// count, and checkpoints hold the full state in the one-process layout, so a run resumes at any N.
+// Data parallelism (docs/distributed.md): the global batch of B rows that one process would read
+// is U = B / micro_batch micro-batches; with N ranks (N divides U) rank r computes micro-batches
+// r, r + N, r + 2N, … (with U = N: rows r·B/N … (r+1)·B/N − 1). Losses are normalised by the
+// global token count and gradients summed exactly, so a step's result depends on the micro-batch
+// size but not on N: runs at 1, 2 or 4 ranks are bit-identical. Checkpoints hold the full state in
+// the one-process layout, so a run resumes at any N that divides U.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/batch_source.hpp"
 #include "dist/comm.hpp"
+#include "dist/exact_sum.hpp"
 #include "model/model.hpp"
 #include "model/moe/qb_balance.hpp"
 #include "model/moe/router_stats.hpp"
@@ -41,6 +45,8 @@ struct StepResult {
   LossStats loss;        // over the global batch
   bool finite = true;    // false: the update was skipped
   nlohmann::json metrics;  // the step's metrics line so far
+  double comm_seconds = 0;   // in collectives: the gradient sum and the parameter all-gather
+  int64_t comm_bytes = 0;    // sent per rank by those collectives (0 on one rank)
 };
 
 class Trainer;
@@ -62,7 +68,7 @@ class Trainer {
   Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir = "",
           dist::Comm* comm = nullptr);
   // Continues the run in run_dir from its newest complete checkpoint. `changed` may set the
-  // options that do not change the run's result: the time limit and the micro-batch size.
+  // options that do not change the run's result (the time limit).
   static std::unique_ptr<Trainer> resume(const std::string& run_dir, dist::Comm* comm = nullptr,
                                          const TrainOptions* changed = nullptr);
   // A new run in run_dir that starts from a checkpoint with some options changed.
@@ -94,17 +100,21 @@ class Trainer {
  private:
   Trainer() = default;
   void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm);
-  // Runs forward (+ backward) over this rank's rows of the global batch in tokens_/labels_/seg_,
-  // in micro-batches; returns the global loss.
+  // Runs forward (+ backward) over this rank's micro-batches of the global batch in
+  // tokens_/labels_/seg_ (gradients of all but the last into partials_, the last in the model's
+  // grads()); returns the global loss.
   LossStats forward_backward(bool backward);
 
   TrainOptions opt_;
   std::string run_dir_;
   dist::Comm* comm_ = nullptr;
-  int local_rows_ = 0, micro_ = 0;  // this rank's rows per step, rows per forward
+  int micro_ = 0, units_ = 0, local_units_ = 0;  // rows per micro-batch; micro-batches per step,
+                                                 // and per rank
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_, valid_;
+  std::vector<Buffer<float>> partials_;  // gradients of this rank's earlier micro-batches
+  std::unique_ptr<dist::ExactSum> grad_sum_;
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;
   std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
@@ -115,8 +125,6 @@ class Trainer {
   FILE* metrics_ = nullptr;
   std::unique_ptr<eval::MacroEvaluator> all_domains_;
   std::vector<std::unique_ptr<TrainHook>> hooks_;
-  double comm_seconds_ = 0;  // time in collectives during the last step
-  int64_t comm_bytes_ = 0;   // bytes reduced/gathered per rank during the last step
 };
 
 // Builds a batch source from a data spec ({"kind": "rows", "path": ...}, ...).

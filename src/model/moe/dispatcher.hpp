@@ -2,10 +2,14 @@
 // Token dispatcher (the "transport"): decides which (token, slot) assignments are computed and in
 // which order, grouped by expert so the experts run as one GEMM each. Dropless computes all of
 // them; capacity-limited accepts at most ceil(capacity_factor·T·K/E) rows per expert, in arrival
-// order (token-major), and drops the rest (keep = 0, no renormalisation). Under data parallelism
-// the capacity is over the *global* batch (recipe §8): T is summed over the group and each rank's
-// arrivals at an expert are numbered after those of the lower ranks (an exclusive scan of the
-// per-rank counts), so N ranks drop exactly what one process drops for the same rows.
+// order (token-major), and drops the rest (keep = 0, no renormalisation).
+//
+// Recipe §8's capacity is per *step*, over the global batch. A training step that computes its
+// batch as several micro-batches, on one rank or on many, calls begin_step(T) first: then each
+// build() numbers its arrivals after those of the micro-batches before it in row order — the
+// earlier waves of this step (`arrived`) plus, within a wave computed by a group of ranks at once,
+// the lower ranks' (an exclusive scan of the per-rank counts) — so every layout drops exactly what
+// one forward over the whole batch drops. Without begin_step a build is a step of its own.
 #include <cstdint>
 #include <string>
 
@@ -29,13 +33,17 @@ struct DispatchPlan {
   Buffer<int64_t> slot_row;   // [rows·K] (token, k) → grouped row, −1 when dropped
   Buffer<int64_t> requested;  // [E] assignments each expert was asked for (its load)
   Buffer<int64_t> cursor;     // [E] scratch for the counting sort
-  Buffer<int64_t> before;     // [E] arrivals at each expert from lower ranks (capacity, DP)
+  Buffer<int64_t> before;     // [E] arrivals at each expert earlier in the step (capacity)
+  Buffer<int64_t> arrived;    // [E] arrivals of the step's completed waves (capacity)
   int64_t kept = 0, dropped = 0;
-  int64_t global_assignments = 0;  // T·K over the data-parallel group (capacity)
+  int64_t step_assignments = 0;  // T·K of the whole step (0: this build alone)
 
   void reserve(int64_t max_rows, int64_t E, int64_t K);
-  // expert: [rows, K] selected experts. `group`: the data-parallel ranks that share one global
-  // batch (null or size 1: this process alone). Collective over `group` for capacity transport.
+  // A step of `tokens` tokens begins: capacity from T = tokens, no arrivals yet.
+  void begin_step(int64_t tokens);
+  // expert: [rows, K] selected experts. `group`: the ranks that compute this wave of micro-batches
+  // together, in rank order (null or size 1: this process alone). Collective over `group` for
+  // capacity transport.
   void build(const int32_t* expert, int64_t rows, Transport t, double capacity_factor,
              dist::Comm* group = nullptr);
 };

@@ -24,6 +24,8 @@ class MoELayer {
   Router<T>& router() { return router_; }
   const Router<T>& router() const { return router_; }
   const DispatchPlan& plan() const { return plan_; }
+  // A training step of `tokens` tokens computed as several forwards (DispatchPlan::begin_step).
+  void begin_step(i64 tokens) { plan_.begin_step(tokens); }
 
  private:
   ModelConfig c_;

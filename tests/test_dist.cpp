@@ -1,0 +1,361 @@
+// Data parallelism as users run it: the real binary under real `mpirun` (np 1, 2, 4, one OpenMP
+// thread per rank) against the plain one-process run. Every step's loss within 1e-5 relative and,
+// per tensor, ‖Δw‖/‖w‖ ≤ 1e-5 after the run, with routing flips (steps where a layer's expert
+// loads differ) reported; resume N → N bit-exact, N → M within the same tolerance; a killed rank
+// ends the job and resume loses nothing; an error ends every rank; eval and score agree.
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "cli_util.hpp"
+#include "train/safetensors.hpp"
+
+using marin::testing::final_weights;
+using marin::testing::metrics;
+using marin::testing::RunResult;
+using marin::testing::TempDir;
+using marin::testing::write_rows;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string mpirun_prefix(int np) {
+  return fmt::format(
+      "{} --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np {} {}",
+      MARIN_MPIEXEC, np, MARIN_BIN);
+}
+
+// `marin ARGS` under mpirun with np ranks (np = 0: the plain binary, no MPI launcher).
+RunResult mpirun(int np, const std::string& args) {
+  RunResult r;
+  const std::string cmd =
+      (np == 0 ? std::string(MARIN_BIN) : mpirun_prefix(np)) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+marin::SafetensorsFile final_model(const std::string& run_dir) {
+  auto ckpt = marin::latest_checkpoint(run_dir);
+  if (!ckpt) throw std::runtime_error(run_dir + ": no checkpoint");
+  return marin::read_safetensors(*ckpt + "/model.safetensors");
+}
+
+// The acceptance comparison of two runs of the same steps. Returns the routing flips it saw.
+int expect_same_run(const std::string& a, const std::string& b, double tol = 1e-5) {
+  const auto ma = metrics(a), mb = metrics(b);
+  EXPECT_EQ(ma.size(), mb.size());
+  int flips = 0;
+  for (size_t i = 0; i < std::min(ma.size(), mb.size()); ++i) {
+    const double la = ma[i]["loss"].get<double>(), lb = mb[i]["loss"].get<double>();
+    EXPECT_LE(std::abs(la - lb), tol * std::abs(la)) << "step " << i << ": " << la << " vs " << lb;
+    if (ma[i].contains("valid_ce") || mb[i].contains("valid_ce")) {
+      EXPECT_NEAR(ma[i].value("valid_ce", -9.0), mb[i].value("valid_ce", -9.0), tol * 10)
+          << "step " << i;
+    }
+    if (!ma[i].contains("router") || !mb[i].contains("router")) continue;
+    for (size_t l = 0; l < ma[i]["router"].size(); ++l) {
+      const json &ra = ma[i]["router"][l], &rb = mb[i]["router"][l];
+      EXPECT_EQ(ra["tokens"], rb["tokens"]);
+      EXPECT_NEAR(ra["drop_fraction"].get<double>(), rb["drop_fraction"].get<double>(), 1e-12);
+      if (std::abs(ra["max_load"].get<double>() - rb["max_load"].get<double>()) > 1e-9 ||
+          std::abs(ra["load_entropy"].get<double>() - rb["load_entropy"].get<double>()) > 1e-9) {
+        ++flips;
+        std::cout << "routing flip: step " << i << " layer " << l << "\n";
+      }
+    }
+  }
+  const auto wa = final_model(a), wb = final_model(b);
+  EXPECT_EQ(wa.names, wb.names);
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& name : wa.names) {
+    const auto &x = wa.at(name).data, &y = wb.at(name).data;
+    double d = 0, n = 0;
+    for (size_t k = 0; k < x.size(); ++k)
+      d += double(x[k] - y[k]) * double(x[k] - y[k]), n += double(x[k]) * double(x[k]);
+    const double rel = n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+    if (rel > worst) worst = rel, worst_name = name;
+    EXPECT_LE(rel, tol) << name;
+  }
+  std::cout << a << " vs " << b << ": worst per-tensor ||dw||/||w|| " << worst << " (" << worst_name
+            << "), routing flips " << flips << "\n";
+  return flips;
+}
+
+const std::string kTiny = "--preset tiny --batch 8 --steps 12 --seed 5";
+
+// The steps after `step` removed from a run: its checkpoints past it, its metrics lines past it.
+void rewind(const std::string& run_dir, int64_t step) {
+  for (auto& e : fs::directory_iterator(run_dir + "/checkpoints")) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && std::stoll(n.substr(5)) > step) fs::remove_all(e.path());
+  }
+  auto lines = metrics(run_dir);
+  std::ofstream f(run_dir + "/metrics.jsonl", std::ios::trunc);
+  for (auto& j : lines)
+    if (j["step"].get<int64_t>() < step) f << j.dump() << "\n";
+}
+
+}  // namespace
+
+TEST(DataParallel, RowsEqualOneProcessAt2And4Ranks) {
+  TempDir tmp("dp-rows");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args = "train " + kTiny + " --tokens " + tmp.str("rows.bin");
+  auto r = mpirun(0, args + " --out " + tmp.str("np0"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int np : {1, 2, 4}) {
+    const std::string out = tmp.str(fmt::format("np{}", np));
+    r = mpirun(np, args + " --out " + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto m = metrics(out);
+    ASSERT_EQ(m.size(), 12u);
+    EXPECT_EQ(m[0]["world_size"].get<int>(), np);
+    EXPECT_EQ(json::parse(marin::read_file(out + "/run.json"))["world_size"].get<int>(), np);
+    expect_same_run(tmp.str("np0"), out);
+  }
+  // One rank under mpirun is the one-process run exactly.
+  EXPECT_TRUE(final_weights(tmp.str("np0")) == final_weights(tmp.str("np1")));
+}
+
+TEST(DataParallel, CapacityTransportDropsWhatOneProcessDrops) {
+  TempDir tmp("dp-capacity");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args = "train " + kTiny + " --transport capacity --set capacity_factor=1.0" +
+                           " --tokens " + tmp.str("rows.bin");
+  ASSERT_EQ(mpirun(0, args + " --out " + tmp.str("one")).code, 0);
+  auto r = mpirun(4, args + " --out " + tmp.str("four"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  double dropped = 0;
+  for (auto& m : metrics(tmp.str("one")))
+    for (auto& l : m["router"]) dropped += l["drop_fraction"].get<double>();
+  EXPECT_GT(dropped, 0) << "the test needs drops to be meaningful";
+  expect_same_run(tmp.str("one"), tmp.str("four"));  // drop fractions compared per layer/step
+}
+
+TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
+  TempDir tmp("dp-micro");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args = "train " + kTiny + " --tokens " + tmp.str("rows.bin");
+  ASSERT_EQ(mpirun(0, args + " --out " + tmp.str("default")).code, 0);
+  EXPECT_EQ(json::parse(marin::read_file(tmp.str("default/run.json")))["options"]["micro_batch"],
+            2);  // batch 8: four micro-batches of 2 rows
+  ASSERT_EQ(mpirun(0, args + " --micro-batch 2 --out " + tmp.str("m2")).code, 0);
+  EXPECT_TRUE(final_weights(tmp.str("default")) == final_weights(tmp.str("m2")));
+  // Micro-batches of one row: 8 per step, at 1 and 8 ranks alike; another unit of the exact
+  // sum, so within the tolerance of the 2-row run, and bit-identical across rank counts.
+  ASSERT_EQ(mpirun(0, args + " --micro-batch 1 --out " + tmp.str("m1")).code, 0);
+  auto r = mpirun(8, args + " --micro-batch 1 --out " + tmp.str("np8m1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("m1")) == final_weights(tmp.str("np8m1")));
+  expect_same_run(tmp.str("default"), tmp.str("m1"));
+  r = mpirun(2, args + " --micro-batch 3 --out " + tmp.str("bad"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--micro-batch 3 does not divide --batch 8"), std::string::npos) << r.out;
+  r = mpirun(8, args + " --out " + tmp.str("bad8"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("it is 4 micro-batches of 2 rows"), std::string::npos) << r.out;
+  r = mpirun(0, "train --resume " + tmp.str("m1") + " --micro-batch 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot change on --resume"), std::string::npos) << r.out;
+}
+
+TEST(DataParallel, TextMixtureWithValidationEqualsOneProcess) {
+  TempDir tmp("dp-text");
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
+  const std::string args = "train " + kTiny + " --eval-every 6 --eval-batches 2 --data " +
+                           std::string(MARIN_SOURCE_DIR) + "/configs/fixture_mixture.toml" +
+                           " --token-dir " + tmp.str("tokens") + " --tokenizer " +
+                           tmp.str("tok.json");
+  auto r = mpirun(0, args + " --out " + tmp.str("one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, args + " --out " + tmp.str("two"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(metrics(tmp.str("two"))[5].contains("valid_ce"));
+  expect_same_run(tmp.str("one"), tmp.str("two"));
+}
+
+TEST(DataParallel, CheckpointsDoNotKnowTheRankCount) {
+  TempDir tmp("dp-resume");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args =
+      "train " + kTiny + " --keep-every 6 --tokens " + tmp.str("rows.bin") + " --out ";
+  ASSERT_EQ(mpirun(0, args + tmp.str("one")).code, 0);
+  auto r = mpirun(2, args + tmp.str("two"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // N → N: bit-exact.
+  fs::copy(tmp.str("two"), tmp.str("two-again"), fs::copy_options::recursive);
+  rewind(tmp.str("two-again"), 6);
+  r = mpirun(2, "train --resume " + tmp.str("two-again"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("two")) == final_weights(tmp.str("two-again")));
+  // The optimizer state gathered from the shards is the one-process layout: an N → N resume
+  // wrote the same bytes.
+  EXPECT_TRUE(marin::read_file(tmp.str("two/checkpoints/step-00000012/optimizer.safetensors")) ==
+              marin::read_file(tmp.str("two-again/checkpoints/step-00000012/optimizer.safetensors")));
+  // N → M: 2 → 1 and 2 → 4 resume, and a fork at 4 ranks, meet the one-process tolerance.
+  for (int np : {1, 4}) {
+    const std::string dir = tmp.str(fmt::format("two-to-{}", np));
+    fs::copy(tmp.str("two"), dir, fs::copy_options::recursive);
+    rewind(dir, 6);
+    r = mpirun(np, "train --resume " + dir);
+    ASSERT_EQ(r.code, 0) << r.out;
+    expect_same_run(tmp.str("one"), dir);
+  }
+  r = mpirun(4, "train --fork-from " + tmp.str("two/checkpoints/step-00000006") + " --out " +
+                    tmp.str("fork4"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto mf = metrics(tmp.str("fork4")), m1 = metrics(tmp.str("one"));
+  ASSERT_EQ(mf.size(), 6u);
+  for (size_t i = 0; i < mf.size(); ++i)
+    EXPECT_NEAR(mf[i]["loss"].get<double>(), m1[i + 6]["loss"].get<double>(),
+                1e-5 * m1[i + 6]["loss"].get<double>());
+}
+
+TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
+  TempDir tmp("dp-kill");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args = " train --preset tiny --batch 8 --steps 100 --seed 5 --ckpt-every 5 "
+                           "--tokens " + tmp.str("rows.bin") + " --out ";
+  auto r = mpirun(2, args.substr(1) + tmp.str("straight"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The same job in the background; once it has run a while, SIGKILL its rank 1.
+  const std::string run_dir = tmp.str("killed");
+  const std::string cmd = mpirun_prefix(2) + args + run_dir + " > " + tmp.str("log") + " 2>&1";
+  pid_t job = fork();
+  if (job == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  pid_t victim = -1;
+  for (int i = 0; i < 600 && victim < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (metrics(run_dir).size() < 12) continue;
+    // Rank 1 is the marin process whose environment says so and whose command names this run.
+    for (auto& e : fs::directory_iterator("/proc")) {
+      const std::string pid = e.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline, env;
+      try {
+        cmdline = marin::read_file(e.path().string() + "/cmdline");
+        env = marin::read_file(e.path().string() + "/environ");
+      } catch (...) {
+        continue;
+      }
+      if (cmdline.rfind(MARIN_BIN, 0) == 0 && cmdline.find(run_dir) != std::string::npos &&
+          env.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
+        victim = std::stoi(pid);
+    }
+  }
+  ASSERT_GT(victim, 0) << marin::read_file(tmp.str("log"));
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(job, &status, 0);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 20.0) << "a killed rank must end the job, not leave rank 0 waiting";
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the job must fail";
+  const auto m = metrics(run_dir);
+  ASSERT_LT(m.size(), 100u) << "the kill came too late to test anything";
+  ASSERT_TRUE(marin::latest_checkpoint(run_dir).has_value());
+  r = mpirun(2, "train --resume " + run_dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(run_dir));
+}
+
+TEST(DataParallel, AnErrorEndsEveryRankWithItsMessage) {
+  TempDir tmp("dp-error");
+  write_rows(tmp.str("rows.bin"), 64);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = mpirun(4, "train --preset tiny --batch 6 --steps 2 --tokens " + tmp.str("rows.bin") +
+                         " --out " + tmp.str("run"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--batch 6 cannot be split over 4 ranks: it is 2 micro-batches"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("on rank 0 of 4"), std::string::npos) << r.out;
+  r = mpirun(2, "train --preset tiny --batch 4 --steps 2 --tokens " + tmp.str("missing.bin") +
+                    " --out " + tmp.str("run2"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("missing.bin"), std::string::npos) << r.out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
+
+TEST(DataParallel, EvalAndScoreSplitOverRanksGiveTheSameReport) {
+  TempDir tmp("dp-eval");
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
+  const std::string mix = std::string(MARIN_SOURCE_DIR) + "/configs/fixture_mixture.toml";
+  auto r = mpirun(0, "train --preset tiny --batch 8 --steps 6 --data " + mix + " --token-dir " +
+                         tmp.str("tokens") + " --tokenizer " + tmp.str("tok.json") + " --out " +
+                         tmp.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string ckpt = tmp.str("run/checkpoints/step-00000006");
+  const std::string eval = "eval --checkpoint " + ckpt + " --tokens " + tmp.str("tokens") +
+                           " --corpus " + std::string(MARIN_SOURCE_DIR) + "/data/fixture" +
+                           " --mixture " + mix + " --train-corpus " +
+                           std::string(MARIN_SOURCE_DIR) + "/data/fixture --max-tokens 3000" +
+                           " --quiet --json ";
+  r = mpirun(0, eval + tmp.str("one.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, eval + tmp.str("two.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json a = json::parse(marin::read_file(tmp.str("one.json")));
+  const json b = json::parse(marin::read_file(tmp.str("two.json")));
+  ASSERT_EQ(a["domains"].size(), b["domains"].size());
+  int compared = 0;
+  for (auto& [name, da] : a["domains"].items()) {
+    const json& db = b["domains"][name];
+    for (const char* subset : {"all", "clean", "contaminated"}) {
+      if (!da[subset]["mean_ce"].is_number()) continue;
+      EXPECT_EQ(da[subset]["documents"], db[subset]["documents"]) << name << " " << subset;
+      EXPECT_NEAR(da[subset]["mean_ce"].get<double>(), db[subset]["mean_ce"].get<double>(),
+                  1e-6 * da[subset]["mean_ce"].get<double>())
+          << name << " " << subset;
+      EXPECT_NEAR(da[subset]["bpb"].get<double>(), db[subset]["bpb"].get<double>(),
+                  1e-6 * da[subset]["bpb"].get<double>())
+          << name << " " << subset;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 3);
+  // score: rows split over the ranks, sums all-reduced.
+  write_rows(tmp.str("rows.bin"), 13);
+  const std::string score = "score --checkpoint " + ckpt + " --tokens " + tmp.str("rows.bin");
+  const auto s1 = mpirun(0, score), s2 = mpirun(2, score);
+  ASSERT_EQ(s1.code, 0) << s1.out;
+  ASSERT_EQ(s2.code, 0) << s2.out;
+  const json j1 = json::parse(s1.out), j2 = json::parse(s2.out);
+  EXPECT_EQ(j1["tokens"], j2["tokens"]);
+  EXPECT_NEAR(j1["ce"].get<double>(), j2["ce"].get<double>(), 1e-6 * j1["ce"].get<double>());
+}
+
+TEST(Layout, MpiOnlyInDistAndTrainDoesNotIncludeScaling) {
+  const fs::path src = fs::path(MARIN_SOURCE_DIR) / "src";
+  int files = 0;
+  for (auto& e : fs::recursive_directory_iterator(src)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = fs::relative(e.path(), src).string();
+    const std::string text = marin::read_file(e.path().string());
+    ++files;
+    if (rel.rfind("dist/", 0) != 0) {
+      EXPECT_EQ(text.find("<mpi.h>"), std::string::npos) << rel;
+    }
+    if (rel.rfind("train/", 0) == 0) {
+      EXPECT_EQ(text.find("#include \"scaling/"), std::string::npos) << rel;
+    }
+  }
+  EXPECT_GT(files, 50);
+}
