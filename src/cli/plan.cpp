@@ -1,12 +1,14 @@
 // marin plan: the accounting of recipe.md §6 and the hyperparameters of §5 for a configuration,
-// without allocating anything.
+// without allocating anything; with --cluster, the cluster planner (docs/cluster_planner.md).
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "model/accounting.hpp"
+#include "model/cluster_plan.hpp"
 #include "model/model.hpp"
 #include "optim/hparams.hpp"
 
@@ -18,6 +20,8 @@ struct PlanOptions {
   int64_t batch = 0, seq_len = 0, steps = 0;
   double tokens_per_param = 0;
   bool json = false;
+  std::string cluster;  // a hardware file: turns on the cluster planner
+  ClusterOptions layout;
 };
 
 // Counts in thousands (K, M, B, T); byte sizes in powers of 1024 (KiB … PiB).
@@ -33,6 +37,87 @@ std::string bytes(double x) {
   int u = 0;
   while (std::abs(x) >= 1024 && u < 5) x /= 1024, ++u;
   return fmt::format("{:.2f} {}", x, units[u]);
+}
+
+// 65536 → "65,536": the planner's row and token counts are quoted this way in the docs.
+std::string grouped(double v) {
+  const std::string digits = fmt::format("{:.0f}", std::abs(v));
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
+  const ClusterHardware& h = p.hw;
+  const ClusterMesh& m = p.mesh;
+  const GpuMemory& mem = p.memory;
+  fmt::print("\ncluster        {} ({})\n", h.name, h.origin);
+  fmt::print(
+      "  per GPU      {:.0f} TFLOP/s bf16 dense, HBM {:.0f} GB at {:.2f} TB/s, NVLink {:.0f} GB/s "
+      "(domain {}), network {:.0f} GB/s (links: each way)\n",
+      h.bf16_flops / 1e12, h.hbm_bytes / 1e9, h.hbm_bytes_per_s / 1e12, h.nvlink_bytes_per_s / 1e9,
+      h.nvlink_domain, h.network_bytes_per_s / 1e9);
+  fmt::print(
+      "mesh           replica × data × expert = {} × {} × {} = {} GPUs ({} {}{} × {} of {})\n",
+      m.replica, m.data, m.expert, m.gpus, m.racks, h.unit, m.racks == 1 ? "" : "s",
+      m.gpus_per_rack, h.gpus_per_unit);
+  fmt::print(
+      "  EP group     {} GPUs: {} peers on NVLink, {} over the network; shard group {} on {}\n",
+      m.expert, m.ep_peers_nvlink, m.ep_peers_network, m.shard_group,
+      m.shard_group_on_nvlink ? "NVLink" : "the network");
+  fmt::print("per GPU        {} of {} experts; {} sequence{} × {} = {} tokens per step\n",
+             m.experts_per_gpu, c.num_experts, m.sequences_per_gpu,
+             m.sequences_per_gpu == 1 ? "" : "s", c.seq_len, grouped(double(m.tokens_per_gpu)));
+  fmt::print("memory/GPU     weights fp32 {} (experts {} + rest {})  gradients fp32 {}\n",
+             bytes(mem.expert_weights + mem.other_weights), bytes(mem.expert_weights),
+             bytes(mem.other_weights), bytes(mem.gradients));
+  fmt::print(
+      "               layer inputs bf16 {} (full remat)  one layer recomputed {}  "
+      "weight gather {}\n",
+      bytes(mem.layer_inputs), bytes(mem.layer_working_set), bytes(mem.weight_gather));
+  fmt::print("               device {} of {} HBM ({})  optimizer state {} on pinned host\n",
+             bytes(mem.device()), bytes(h.hbm_bytes),
+             mem.device() <= h.hbm_bytes ? "fits" : "DOES NOT FIT", bytes(mem.optimizer_state));
+  const PooledCapacity& q = p.pooled;
+  fmt::print(
+      "pooled waves   A = {} × {} = {} assignments, S = {} shards, E_loc = {}, W = {}, cf {}\n",
+      grouped(double(m.tokens_per_gpu)), c.top_k, grouped(double(q.assignments)), m.expert,
+      m.experts_per_gpu, p.waves, p.capacity_factor);
+  fmt::print("               sender rows per destination shard per wave {:>8} = ceil(cf·A/(S·W))\n",
+             grouped(double(q.sender_rows)));
+  fmt::print(
+      "               receiver rows per local expert per wave    {:>8} = ceil(cf·A/(E_loc·W))\n",
+      grouped(double(q.receiver_rows)));
+  fmt::print("capacity       rows per expert {} = ceil(cf·S·A/E) over one expert group\n",
+             grouped(double(p.capacity_rows_per_expert)));
+  fmt::print(
+      "all-to-all     per GPU per step: {} layers × {} exchanges × rows sent × {} B "
+      "(latent {} × bf16)\n",
+      c.num_layers, kA2aTransfersPerLayer, p.row_bytes, c.latent_dim);
+  fmt::print("  {:<9} {:>9} {:>11} {:>11} {:>11} {:>7} {:>9} {:>17} {:>15}\n", "transport",
+             "rows/exch", "expert rows", "bytes", "network", "a2a s", "compute s", "step s ser/ovl",
+             "MFU ser/ovl");
+  for (const TransportEstimate& t : p.transports)
+    fmt::print(
+        "  {:<9} {:>9} {:>11} {:>11} {:>11} {:>7.2f} {:>9.2f} {:>8.2f} / {:>6.2f} "
+        "{:>6.1f}% / {:>4.1f}%\n",
+        t.name, grouped(t.rows_sent), grouped(t.expert_rows), bytes(t.bytes_per_step),
+        bytes(t.network_bytes), t.a2a_s, t.compute_s, t.step_serial_s, t.step_overlap_s,
+        100 * t.mfu_serial, 100 * t.mfu_overlap);
+  fmt::print(
+      "roofline       model {:.4e} FLOP/step = 3·F_fwd·tokens; executed 4·F_fwd per token "
+      "(remat) at {:.0f}% of peak, links at {:.0f}%\n",
+      p.model_flops_per_step, 100 * p.compute_efficiency, 100 * p.comm_efficiency);
+  fmt::print(
+      "               + activations over HBM {:.2f} s + Newton–Schulz {:.2f} s; FSDP {} in "
+      "{:.2f} s; DP all-reduce {} in {:.2f} s\n",
+      p.hbm_s, p.ns_s, bytes(p.fsdp_bytes), p.fsdp_s, bytes(p.dp_bytes), p.dp_s);
+  fmt::print(
+      "               serial = compute + communication (the hero ran collectives without "
+      "overlap); overlap = max of the two\n");
 }
 
 int run_plan(const PlanOptions& o) {
@@ -52,14 +137,8 @@ int run_plan(const PlanOptions& o) {
 
   // Training memory: fp32 weights and gradients of every tensor, optimizer moments (MuonH keeps
   // one, Adam/AdamH two), and the activations the model saves for backward at this batch.
-  int64_t muon = 0, adam = 0;  // the table holds names and shapes only: cheap even for the hero
-  const ParamTable table(c);
-  for (auto& p : table.params()) {
-    if (p.group == OptGroup::MuonH)
-      muon += p.size;
-    else if (p.group != OptGroup::State)
-      adam += p.size;
-  }
+  const ParamSplit split = split_params(c);
+  const int64_t muon = split.expert + split.muon_other, adam = split.adam;
   const int64_t weights = 4 * a.every_tensor, grads = 4 * a.every_tensor;
   const int64_t opt_state = 4 * (muon + 2 * adam);
   const int64_t acts = Model<float>::activation_bytes(c, int(batch));
@@ -92,6 +171,13 @@ int run_plan(const PlanOptions& o) {
         {"total", weights + grads + opt_state + acts}}},
       {"config", c.to_json()},
   };
+  std::optional<ClusterPlan> cluster;
+  if (!o.cluster.empty()) {
+    ClusterOptions layout = o.layout;
+    layout.batch = batch;
+    cluster = plan_cluster(c, ClusterHardware::load(o.cluster), layout);
+    j["cluster"] = cluster->to_json();
+  }
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return 0;
@@ -110,6 +196,7 @@ int run_plan(const PlanOptions& o) {
   fmt::print("memory (fp32)  weights {}  grads {}  optimizer {}  activations {}  total {}\n",
              bytes(double(weights)), bytes(double(grads)), bytes(double(opt_state)),
              bytes(double(acts)), bytes(double(weights + grads + opt_state + acts)));
+  if (cluster) print_cluster(*cluster, c);
   return 0;
 }
 
@@ -126,7 +213,33 @@ MARIN_COMMAND(plan, "plan",
                 app.add_option("--tokens-per-param", o->tokens_per_param,
                                "budget in tokens per active parameter (default 791)");
                 app.add_flag("--json", o->json, "one JSON object instead of the table");
-                return [o] { return run_plan(*o); };
+                ClusterOptions& l = o->layout;
+                app.add_option("--cluster", o->cluster,
+                               "hardware file (configs/cluster/*.toml): plan the mesh, memory, "
+                               "all-to-all and step time on it");
+                // Options that only mean something on a cluster, refused without --cluster.
+                const std::vector<CLI::Option*> layout_only = {
+                    app.add_option("--racks", l.racks, "racks (or nodes) of the cluster (1)"),
+                    app.add_option("--gpus-per-rack", l.gpus_per_rack,
+                                   "GPUs used per rack (default: the most that divide "
+                                   "num_experts, 64 of an NVL72's 72)"),
+                    app.add_option("--ep", l.ep,
+                                   "expert-parallel width (default: the GPUs of one NVLink "
+                                   "domain in use)"),
+                    app.add_option("--waves", l.waves, "pooled-wave transport: waves W (3)"),
+                    app.add_option("--capacity-factor", l.capacity_factor,
+                                   "capacity factor (default: the model config's)"),
+                    app.add_option("--compute-efficiency", l.compute_efficiency,
+                                   "achieved fraction of the bf16 peak (0.7)"),
+                    app.add_option("--comm-efficiency", l.comm_efficiency,
+                                   "achieved fraction of link bandwidth (0.8)")};
+                return [o, layout_only] {
+                  for (CLI::Option* opt : layout_only)
+                    if (opt->count() > 0 && o->cluster.empty())
+                      fail("{} needs --cluster FILE (a hardware file, configs/cluster/*.toml)",
+                           opt->get_name());
+                  return run_plan(*o);
+                };
               });
 
 }  // namespace marin::cli

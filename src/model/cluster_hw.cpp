@@ -1,0 +1,124 @@
+// Reads a hardware file with toml++ directly: the fields are few and flat, and reading the nodes
+// lets every message name the file and the dotted field.
+#include "model/cluster_hw.hpp"
+
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+
+namespace marin {
+namespace {
+
+// The schema: dotted key → what it is (printed when the field is missing).
+const std::map<std::string, std::string>& schema() {
+  static const std::map<std::string, std::string> s = {
+      {"name", "a display name"},
+      {"unit", "\"rack\" or \"node\": what --racks counts"},
+      {"gpus_per_unit", "GPUs in one rack or node"},
+      {"gpu.bf16_dense_tflops", "dense bf16 tensor-core peak per GPU, TFLOP/s"},
+      {"gpu.hbm_gb", "HBM capacity per GPU, GB (10^9 bytes)"},
+      {"gpu.hbm_tb_per_s", "HBM bandwidth per GPU, TB/s"},
+      {"nvlink.gb_per_s", "NVLink bandwidth per GPU, each direction, GB/s"},
+      {"nvlink.domain_gpus", "GPUs in one NVLink domain"},
+      {"network.gb_per_s", "inter-node bandwidth per GPU, each direction, GB/s"},
+  };
+  return s;
+}
+
+struct Reader {
+  const toml::table& root;
+  const std::string& origin;
+
+  const toml::node& at(const std::string& key) const {
+    const toml::node* n = root.at_path(key).node();
+    if (!n) fail("{}: missing field '{}' ({})", origin, key, schema().at(key));
+    return *n;
+  }
+  double positive(const std::string& key) const {
+    const toml::node& n = at(key);
+    const std::optional<double> v = n.value<double>();  // integers convert too
+    if (!v || !(*v > 0)) fail("{}: field '{}' must be a positive number", origin, key);
+    return *v;
+  }
+  int64_t count(const std::string& key) const {
+    const toml::node& n = at(key);
+    if (!n.is_integer() || n.as_integer()->get() <= 0)
+      fail("{}: field '{}' must be a positive integer", origin, key);
+    return n.as_integer()->get();
+  }
+  std::string text(const std::string& key) const {
+    const toml::node& n = at(key);
+    if (!n.is_string()) fail("{}: field '{}' must be a string", origin, key);
+    return n.as_string()->get();
+  }
+  // Every leaf must be in the schema; tables only group.
+  void no_unknown(const toml::table& t, const std::string& prefix) const {
+    for (auto& [k, v] : t) {
+      const std::string key = prefix + std::string(k.str());
+      if (v.is_table()) {
+        no_unknown(*v.as_table(), key + ".");
+      } else if (!schema().count(key)) {
+        std::vector<std::string> known;
+        for (auto& [name, _] : schema()) known.push_back(name);
+        fail("{}: unknown field '{}' (known fields: {})", origin, key, fmt::join(known, ", "));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+ClusterHardware ClusterHardware::from_toml_text(const std::string& text,
+                                                const std::string& origin) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    fail("{}: TOML error at line {}: {}", origin, e.source().begin.line, e.description());
+  }
+  const Reader r{t, origin};
+  r.no_unknown(t, "");
+  ClusterHardware h;
+  h.origin = origin;
+  h.name = r.text("name");
+  h.unit = r.text("unit");
+  if (h.unit != "rack" && h.unit != "node")
+    fail("{}: field 'unit' must be \"rack\" or \"node\", got \"{}\"", origin, h.unit);
+  h.gpus_per_unit = r.count("gpus_per_unit");
+  h.nvlink_domain = r.count("nvlink.domain_gpus");
+  // The planner places an expert group on consecutive GPUs; it assumes domains tile a unit.
+  if (h.gpus_per_unit % h.nvlink_domain != 0)
+    fail("{}: 'nvlink.domain_gpus' ({}) must divide 'gpus_per_unit' ({})", origin, h.nvlink_domain,
+         h.gpus_per_unit);
+  h.bf16_flops = r.positive("gpu.bf16_dense_tflops") * 1e12;
+  h.hbm_bytes = r.positive("gpu.hbm_gb") * 1e9;
+  h.hbm_bytes_per_s = r.positive("gpu.hbm_tb_per_s") * 1e12;
+  h.nvlink_bytes_per_s = r.positive("nvlink.gb_per_s") * 1e9;
+  h.network_bytes_per_s = r.positive("network.gb_per_s") * 1e9;
+  return h;
+}
+
+ClusterHardware ClusterHardware::load(const std::string& path) {
+  return from_toml_text(read_file(path), path);
+}
+
+nlohmann::json ClusterHardware::to_json() const {
+  return {{"file", origin},
+          {"name", name},
+          {"unit", unit},
+          {"gpus_per_unit", gpus_per_unit},
+          {"nvlink_domain_gpus", nvlink_domain},
+          {"bf16_dense_flops", bf16_flops},
+          {"hbm_bytes", hbm_bytes},
+          {"hbm_bytes_per_s", hbm_bytes_per_s},
+          {"nvlink_bytes_per_s", nvlink_bytes_per_s},
+          {"network_bytes_per_s", network_bytes_per_s}};
+}
+
+}  // namespace marin
