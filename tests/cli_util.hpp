@@ -58,9 +58,10 @@ inline pid_t spawn_train(const std::string& args) {
 }
 
 // Rows (formats.md) with a learnable pattern (arithmetic progressions mod the vocabulary).
-inline void write_rows(const std::string& path, int rows, int S = 64, uint32_t V = 512) {
+inline void write_rows(const std::string& path, int rows, int S = 64, uint32_t V = 512,
+                       uint64_t seed = 99) {
   std::vector<uint32_t> ids;
-  uint64_t x = 99;
+  uint64_t x = seed;
   for (int r = 0; r < rows; ++r) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     const uint32_t base = uint32_t(x >> 40) % V, step = 1 + uint32_t(x >> 20) % 5;

@@ -333,17 +333,9 @@ TEST(Tracker, FinalReportBeatMissAndClean) {
 
 namespace {
 
-// Rows with a learnable pattern (arithmetic progressions mod the vocabulary), seq_len 64.
+// Rows with a learnable pattern, seq_len 64, ids < 512, from `seed`.
 void write_rows(const std::string& path, int rows, uint64_t seed) {
-  std::vector<uint32_t> ids;
-  uint64_t x = seed;
-  for (int r = 0; r < rows; ++r) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const uint32_t base = uint32_t(x >> 40) % 512, step = 1 + uint32_t(x >> 20) % 5;
-    for (int t = 0; t <= 64; ++t) ids.push_back((base + step * t) % 512);
-  }
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+  marin::testing::write_rows(path, rows, 64, 512, seed);
 }
 
 json load_json(const std::string& path) {

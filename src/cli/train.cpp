@@ -24,6 +24,7 @@ struct TrainCli {
   double muonh_lr = 0, adam_lr = 0, adamw_wd = 0.1, time_limit = 0;
   bool gate_router_wd = false, no_qb = false;
   int max_bad_steps = 3;
+  int64_t waves = 3;
   std::vector<int64_t> inject_nan;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->count(flag) > 0; }
@@ -76,6 +77,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--expert-radius")) o.optim.expert_radius = optim::parse_radius_scope(a.expert_radius);
   if (want("--gate-router-wd")) o.optim.gate_router_wd = a.gate_router_wd;
   if (want("--transport")) o.transport = parse_transport(a.transport);
+  if (want("--waves")) o.waves = a.waves;
   if (want("--no-qb")) o.qb = !a.no_qb;
   if (want("--ckpt-every")) o.ckpt_every = a.ckpt_every;
   if (want("--keep-every")) o.keep_every = a.keep_every;
@@ -93,9 +95,11 @@ int run_train(const TrainCli& a) {
     if (a.given("--micro-batch"))
       fail("--micro-batch fixes a run's numerics and cannot change on --resume (use --fork-from "
            "with --micro-batch for a new run from the checkpoint)");
-    TrainOptions changed;
-    changed.time_limit_s = a.time_limit;
-    t = Trainer::resume(a.resume, nullptr, &changed);
+    ResumeChanges changes;
+    changes.time_limit_s = a.time_limit;
+    if (a.given("--transport")) changes.transport = parse_transport(a.transport);
+    if (a.given("--waves")) changes.waves = a.waves;
+    t = Trainer::resume(a.resume, nullptr, changes);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");
     TrainOptions o = read_run_state(a.fork_from).options;
@@ -160,8 +164,12 @@ MARIN_COMMAND(
           ->check(CLI::IsMember({"layer", "expert"}));
       app.add_flag("--gate-router-wd", a->gate_router_wd,
                    "decay head gate and router weights by 0.02·(1 − t/T)");
-      app.add_option("--transport", a->transport, "dropless or capacity")
-          ->check(CLI::IsMember({"dropless", "capacity"}));
+      app.add_option("--transport", a->transport,
+                     "dropless, capacity (recipe §8) or pooled (the hero's pooled waves); may "
+                     "change on --resume")
+          ->check(CLI::IsMember({"dropless", "capacity", "pooled"}));
+      app.add_option("--waves", a->waves, "waves of the pooled transport (may change on --resume)")
+          ->check(CLI::Range(int64_t(1), int64_t(64)));
       app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
       app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps");
       app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps");

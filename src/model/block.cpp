@@ -50,8 +50,8 @@ static void residual_add(const T* h, const T* x, const Weight<T>& conv, const in
 }
 
 template <class T>
-void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, Transport transport,
-                       dist::Comm* group) {
+void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B,
+                       const Dispatch& dispatch) {
   seg_ = seg;
   const i64 rows = i64(B) * S_, d = c_.hidden_dim;
   const int k = int(c_.sconv_kernel);
@@ -60,7 +60,7 @@ void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, Trans
   residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S_, d, k);
 
   mlp_norm_.forward(h_mid_.data(), m_in_.data(), rows);
-  moe_.forward(m_in_.data(), m_.data(), rows, transport, group);
+  moe_.forward(m_in_.data(), m_.data(), rows, dispatch);
   for (size_t j = 0; j < shared_.size(); ++j)
     shared_[j].forward(m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
                        m_.data(), /*accumulate_y=*/true);

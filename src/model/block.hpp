@@ -16,9 +16,7 @@ class Block {
  public:
   Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S);
   // h_in kept alive by the caller; h_out: [B·S, d].
-  // group: the data-parallel ranks of a capacity-limited transport (see DispatchPlan::build).
-  void forward(const T* h_in, const int32_t* seg, T* h_out, int B, Transport transport,
-               dist::Comm* group = nullptr);
+  void forward(const T* h_in, const int32_t* seg, T* h_out, int B, const Dispatch& dispatch);
   // dh_in overwritten (may not alias dh_out).
   void backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena);
   static i64 scratch(const ModelConfig& c, i64 rows);

@@ -52,6 +52,7 @@ class Model {
   void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
 
   Transport transport = Transport::Dropless;
+  int64_t waves = 3;  // of the pooled transport
   // The ranks that compute each wave of micro-batches together: a capacity-limited transport
   // numbers arrivals over all of them (null: this process alone).
   dist::Comm* group = nullptr;

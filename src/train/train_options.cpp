@@ -39,6 +39,7 @@ nlohmann::json TrainOptions::to_json() const {
             {"gate_router_wd", optim.gate_router_wd},
             {"adamw_wd", optim.adamw_wd}}},
           {"transport", transport_name(transport)},
+          {"waves", waves},
           {"qb", qb},
           {"ckpt_every", ckpt_every},
           {"keep_every", keep_every},
@@ -72,6 +73,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.optim.adamw_wd = op.at("adamw_wd").get<double>();
   o.optim.total_steps = o.steps;
   o.transport = parse_transport(j.at("transport").get<std::string>());
+  o.waves = j.value("waves", int64_t(3));
   o.qb = j.at("qb").get<bool>();
   o.ckpt_every = j.at("ckpt_every").get<int64_t>();
   o.keep_every = j.at("keep_every").get<int64_t>();

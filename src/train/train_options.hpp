@@ -2,6 +2,7 @@
 // Everything that defines a training run besides its data: saved in every checkpoint so that
 // `--resume` continues the same run and `--fork-from` can change chosen settings.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "model/config.hpp"
@@ -22,6 +23,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   OptimConfig optim;  // learning rates 0 → the §5 rule
   Transport transport = Transport::Dropless;
+  int64_t waves = 3;  // of the pooled transport (W)
   bool qb = true;          // QB router balancing (recipe §4)
   int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)
@@ -44,6 +46,14 @@ struct TrainOptions {
   void resolve_hparams();
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);
+};
+
+// What `--resume` may change: settings that do not change the model or the data, only how a step
+// is run from here on (recipe §8: the hero switched transport mid-run from a checkpoint).
+struct ResumeChanges {
+  double time_limit_s = 0;
+  std::optional<Transport> transport;
+  std::optional<int64_t> waves;
 };
 
 // A quarter of the batch when 4 divides it (else a half, else the whole batch): 4 micro-batches,

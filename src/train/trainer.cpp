@@ -147,6 +147,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   comm_->barrier();
   model_ = std::make_unique<Model<float>>(o.model, micro_);
   model_->transport = o.transport;
+  model_->waves = o.waves;
   model_->group = N > 1 ? comm_ : nullptr;
   optimizer_ = std::make_unique<Optimizer>(model_->table(), o.optim, comm_);
   partials_.resize(size_t(local_units_ - 1));
@@ -193,11 +194,21 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
 }
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm* comm,
-                                         const TrainOptions* changed) {
+                                         const ResumeChanges& changes) {
   auto ckpt = latest_checkpoint(run_dir);
   if (!ckpt) fail("{}: no complete checkpoint to resume from", run_dir);
   RunState st = read_run_state(*ckpt);
-  if (changed) st.options.time_limit_s = changed->time_limit_s;
+  st.options.time_limit_s = changes.time_limit_s;
+  const TrainOptions before = st.options;
+  if (changes.transport) st.options.transport = *changes.transport;
+  if (changes.waves) st.options.waves = *changes.waves;
+  if (st.options.transport != before.transport || st.options.waves != before.waves) {
+    if (!st.lineage.is_object()) st.lineage = nlohmann::json::object();
+    st.lineage["switches"].push_back({{"at_step", st.step},
+                                      {"transport", transport_name(st.options.transport)},
+                                      {"waves", st.options.waves},
+                                      {"from", transport_name(before.transport)}});
+  }
   std::unique_ptr<Trainer> t(new Trainer());
   t->setup(st.options, run_dir, comm);
   load_run_checkpoint(*ckpt, *t->model_, *t->optimizer_);

@@ -67,10 +67,10 @@ class Trainer {
   // `comm`: the data-parallel group (default: the job's world).
   Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir = "",
           dist::Comm* comm = nullptr);
-  // Continues the run in run_dir from its newest complete checkpoint. `changed` may set the
-  // options that do not change the run's result (the time limit).
+  // Continues the run in run_dir from its newest complete checkpoint, with `changes` (the
+  // transport switch is recorded in the run's lineage).
   static std::unique_ptr<Trainer> resume(const std::string& run_dir, dist::Comm* comm = nullptr,
-                                         const TrainOptions* changed = nullptr);
+                                         const ResumeChanges& changes = {});
   // A new run in run_dir that starts from a checkpoint with some options changed.
   static std::unique_ptr<Trainer> fork(const std::string& ckpt_dir, const std::string& run_dir,
                                        const TrainOptions& changed, dist::Comm* comm = nullptr);

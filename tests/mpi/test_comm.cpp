@@ -157,7 +157,7 @@ TEST(Dispatcher, CapacityOverWavesOfRanksDropsWhatOneForwardDrops) {
   int64_t dropped = 0;
   for (int64_t w = 0; w < waves; ++w) {
     const int64_t mb = w * n + r;
-    mine.build(expert.data() + mb * micro * K, micro, Transport::Capacity, 1.0, &W());
+    mine.build(expert.data() + mb * micro * K, micro, Dispatch{Transport::Capacity, 3, &W()}, 1.0);
     dropped += mine.dropped;
     for (int64_t a = 0; a < micro * K; ++a)
       EXPECT_EQ(mine.slot_row[a] < 0, whole.slot_row[mb * micro * K + a] < 0) << mb << " " << a;

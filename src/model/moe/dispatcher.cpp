@@ -4,17 +4,27 @@
 
 #include "core/error.hpp"
 #include "dist/comm.hpp"
+#include "model/pooled_capacity.hpp"
 
 namespace marin {
 
 Transport parse_transport(const std::string& name) {
   if (name == "dropless") return Transport::Dropless;
   if (name == "capacity") return Transport::Capacity;
-  fail("unknown transport '{}' (expected dropless or capacity)", name);
+  if (name == "pooled") return Transport::Pooled;
+  fail("unknown transport '{}' (expected dropless, capacity or pooled)", name);
 }
 
 const char* transport_name(Transport t) {
-  return t == Transport::Dropless ? "dropless" : "capacity";
+  switch (t) {
+    case Transport::Dropless:
+      return "dropless";
+    case Transport::Capacity:
+      return "capacity";
+    case Transport::Pooled:
+      return "pooled";
+  }
+  return "?";
 }
 
 void DispatchPlan::reserve(int64_t max_rows, int64_t e, int64_t k) {
@@ -35,54 +45,78 @@ void DispatchPlan::begin_step(int64_t tokens) {
   arrived.zero();
 }
 
-void DispatchPlan::build(const int32_t* expert, int64_t n, Transport t, double capacity_factor,
-                         dist::Comm* group) {
-  rows = n;
-  const int64_t A = n * K;
+void DispatchPlan::decide(const int32_t* expert, int64_t A, const Dispatch& d,
+                          double capacity_factor) {
   for (int64_t e = 0; e < E; ++e) requested[e] = 0;
   for (int64_t a = 0; a < A; ++a) requested[expert[a]]++;
-  const bool capacity = t == Transport::Capacity;
+  sender_dropped = receiver_dropped = 0;
+  if (d.transport == Transport::Dropless) {
+    for (int64_t a = 0; a < A; ++a) slot_row[a] = 0;
+    return;
+  }
+  if (d.transport == Transport::Pooled) {
+    // One sender holding every expert: S = 1 shard, E_loc = E.
+    const int64_t W = d.waves, S = 1;
+    MARIN_CHECK(W >= 1, "pooled transport: waves must be >= 1, got {}", W);
+    const PooledCapacity cap = pooled_capacity(A / K, K, S, E / S, W, capacity_factor);
+    if (wave_rank.size() != size_t(E * W)) wave_rank.resize(size_t(E * W));
+    wave_rank.zero();
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t i = a;  // rank within the destination shard (the only one)
+      const int64_t wave = i % W, slot = i / W;
+      if (slot >= cap.sender_rows) {
+        slot_row[a] = -1, ++sender_dropped;
+        continue;
+      }
+      // Arrival order at the receiver: the sender's order within the wave.
+      const bool fits = wave_rank[expert[a] * W + wave]++ < cap.receiver_rows;
+      slot_row[a] = fits ? 0 : -1;
+      receiver_dropped += !fits;
+    }
+    return;
+  }
+  // Capacity (recipe §8): the step's arrivals at expert e are numbered from before[e].
   const bool in_step = step_assignments > 0;
-  const bool wave = capacity && group && group->size() > 1;
+  const bool wave = d.group && d.group->size() > 1;
   for (int64_t e = 0; e < E; ++e) before[e] = wave ? requested[e] : 0;
-  if (wave) group->exscan_sum(before.data(), E);
-  if (capacity && in_step)
+  if (wave) d.group->exscan_sum(before.data(), E);
+  if (in_step)
     for (int64_t e = 0; e < E; ++e) before[e] += arrived[e];
   const double total = double(in_step ? step_assignments : A);
-  MARIN_CHECK(!capacity || (capacity_factor > 0 && capacity_factor * total / double(E) < 9e18),
+  MARIN_CHECK(capacity_factor > 0 && capacity_factor * total / double(E) < 9e18,
               "capacity_factor {} gives no representable capacity (expected > 0 and "
               "capacity_factor·T·K/E < 9e18)",
               capacity_factor);
-  const int64_t cap =
-      capacity ? static_cast<int64_t>(std::ceil(capacity_factor * total / double(E))) : A;
-  // Expert e accepts the step's arrivals [0, cap); this micro-batch's are numbered from before[e].
-  auto room = [&](int64_t e) { return std::max<int64_t>(0, cap - before[e]); };
-  offsets[0] = 0;
-  for (int64_t e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + std::min(requested[e], room(e));
+  const int64_t cap = capacity_rows(capacity_factor, int64_t(total), E);
+  for (int64_t e = 0; e < E; ++e) cursor[e] = before[e];
+  for (int64_t a = 0; a < A; ++a) slot_row[a] = cursor[expert[a]]++ < cap ? 0 : -1;
+  if (in_step) {
+    // The whole wave's arrivals count for the micro-batches after it.
+    for (int64_t e = 0; e < E; ++e) cursor[e] = requested[e];
+    if (wave) d.group->allreduce(cursor.data(), E);
+    for (int64_t e = 0; e < E; ++e) arrived[e] += cursor[e];
+  }
+}
+
+void DispatchPlan::build(const int32_t* expert, int64_t n, const Dispatch& d,
+                         double capacity_factor) {
+  rows = n;
+  const int64_t A = n * K;
+  decide(expert, A, d, capacity_factor);
+  // Group the kept assignments by expert, in arrival order (token-major, then slot): a counting
+  // sort.
+  for (int64_t e = 0; e <= E; ++e) offsets[e] = 0;
+  for (int64_t a = 0; a < A; ++a)
+    if (slot_row[a] == 0) offsets[expert[a] + 1]++;
+  for (int64_t e = 0; e < E; ++e) offsets[e + 1] += offsets[e], cursor[e] = offsets[e];
   kept = offsets[E];
   dropped = A - kept;
-  // Fill each expert's rows in arrival order (token-major, then slot): a counting sort.
-  for (int64_t e = 0; e < E; ++e) cursor[e] = 0;
   for (int64_t a = 0; a < A; ++a) {
-    const int32_t e = expert[a];
-    if (cursor[e] < room(e)) {
-      const int64_t r = offsets[e] + cursor[e]++;
-      row_token[r] = int32_t(a / K);
-      row_slot[r] = int32_t(a % K);
-      slot_row[a] = r;
-    } else {
-      slot_row[a] = -1;
-    }
-  }
-  if (capacity && in_step) {
-    // The whole wave's arrivals count for the micro-batches after it.
-    if (wave) {
-      for (int64_t e = 0; e < E; ++e) cursor[e] = requested[e];
-      group->allreduce(cursor.data(), E);
-      for (int64_t e = 0; e < E; ++e) arrived[e] += cursor[e];
-    } else {
-      for (int64_t e = 0; e < E; ++e) arrived[e] += requested[e];
-    }
+    if (slot_row[a] < 0) continue;
+    const int64_t r = cursor[expert[a]]++;
+    row_token[r] = int32_t(a / K);
+    row_slot[r] = int32_t(a % K);
+    slot_row[a] = r;
   }
 }
 

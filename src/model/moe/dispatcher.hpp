@@ -2,7 +2,12 @@
 // Token dispatcher (the "transport"): decides which (token, slot) assignments are computed and in
 // which order, grouped by expert so the experts run as one GEMM each. Dropless computes all of
 // them; capacity-limited accepts at most ceil(capacity_factor·T·K/E) rows per expert, in arrival
-// order (token-major), and drops the rest (keep = 0, no renormalisation).
+// order (token-major), and drops the rest (keep = 0, no renormalisation). Pooled is the hero's
+// first-phase transport (docs/distributed.md): per sender, A = T·K assignments to S expert shards
+// in W waves; an assignment ranked i within its destination shard goes in wave i mod W, slot
+// i div W, and is kept at the sender iff slot < ceil(cf·A/(S·W)); at the receiver each local
+// expert keeps, per wave, the first ceil(cf·A/(E_loc·W)) rows in arrival order. One process is one
+// sender and holds every expert (S = 1); expert parallelism over MPI brings S > 1.
 //
 // Recipe §8's capacity is per *step*, over the global batch. A training step that computes its
 // batch as several micro-batches, on one rank or on many, calls begin_step(T) first: then each
@@ -21,9 +26,19 @@ class Comm;
 
 namespace marin {
 
-enum class Transport { Dropless, Capacity };
+enum class Transport { Dropless, Capacity, Pooled };
 Transport parse_transport(const std::string& name);
 const char* transport_name(Transport t);
+
+// How a forward dispatches: the transport, the pooled transport's waves, and the ranks that
+// compute a wave of micro-batches together (capacity; null: this process alone).
+struct Dispatch {
+  Transport transport = Transport::Dropless;
+  int64_t waves = 3;
+  dist::Comm* group = nullptr;
+  Dispatch(Transport t = Transport::Dropless, int64_t w = 3, dist::Comm* g = nullptr)
+      : transport(t), waves(w), group(g) {}
+};
 
 struct DispatchPlan {
   int64_t E = 0, K = 0, rows = 0;
@@ -35,17 +50,20 @@ struct DispatchPlan {
   Buffer<int64_t> cursor;     // [E] scratch for the counting sort
   Buffer<int64_t> before;     // [E] arrivals at each expert earlier in the step (capacity)
   Buffer<int64_t> arrived;    // [E] arrivals of the step's completed waves (capacity)
+  Buffer<int64_t> wave_rank;  // [E·W] pooled: rows per (expert, wave) seen at the receiver
   int64_t kept = 0, dropped = 0;
+  int64_t sender_dropped = 0, receiver_dropped = 0;  // pooled: where the drops happened
   int64_t step_assignments = 0;  // T·K of the whole step (0: this build alone)
 
   void reserve(int64_t max_rows, int64_t E, int64_t K);
   // A step of `tokens` tokens begins: capacity from T = tokens, no arrivals yet.
   void begin_step(int64_t tokens);
-  // expert: [rows, K] selected experts. `group`: the ranks that compute this wave of micro-batches
-  // together, in rank order (null or size 1: this process alone). Collective over `group` for
-  // capacity transport.
-  void build(const int32_t* expert, int64_t rows, Transport t, double capacity_factor,
-             dist::Comm* group = nullptr);
+  // expert: [rows, K] selected experts. Collective over d.group for capacity transport.
+  void build(const int32_t* expert, int64_t rows, const Dispatch& d, double capacity_factor);
+
+ private:
+  // keep[a] (in slot_row, as 0 / −1) of every assignment under the transport; fills requested.
+  void decide(const int32_t* expert, int64_t A, const Dispatch& d, double capacity_factor);
 };
 
 }  // namespace marin

@@ -29,8 +29,7 @@ i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows) {
 }
 
 template <class T>
-void MoELayer<T>::forward(const T* x, T* out, i64 rows, Transport transport,
-                          dist::Comm* group) {
+void MoELayer<T>::forward(const T* x, T* out, i64 rows, const Dispatch& dispatch) {
   x_ = x;
   rows_ = rows;
   const i64 d = c_.hidden_dim, l = c_.latent_dim, K = c_.top_k;
@@ -38,7 +37,7 @@ void MoELayer<T>::forward(const T* x, T* out, i64 rows, Transport transport,
   linear_fwd(x, down_.w, z0_.data(), rows, d, l);
   kernels::rmsnorm_fwd(z0_.data(), norm_.w, z_.data(), rstd_.data(), rows, l, 1e-5);
 
-  plan_.build(router_.routing().expert.data(), rows, transport, c_.capacity_factor, group);
+  plan_.build(router_.routing().expert.data(), rows, dispatch, c_.capacity_factor);
   const i64 kept = plan_.kept;
   const T* z = z_.data();
   T* xg = xg_.data();

@@ -15,8 +15,7 @@ class MoELayer {
   MoELayer() = default;
   MoELayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, i64 max_rows);
   // x: [rows, d] kept alive by the caller; out: [rows, d] (overwritten).
-  // group: see DispatchPlan::build.
-  void forward(const T* x, T* out, i64 rows, Transport transport, dist::Comm* group = nullptr);
+  void forward(const T* x, T* out, i64 rows, const Dispatch& dispatch);
   // Accumulates into dx.
   void backward(const T* dout, T* dx, Arena<T>& arena);
   static i64 scratch(const ModelConfig& c, i64 rows);

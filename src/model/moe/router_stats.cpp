@@ -11,7 +11,15 @@
 namespace marin {
 
 namespace {
-enum : int64_t { kTokens = 0, kDropped = 1, kEntropy = 2, kLse2 = 3, kHeader = 4 };
+enum : int64_t {
+  kTokens = 0,
+  kDropped = 1,
+  kEntropy = 2,
+  kLse2 = 3,
+  kSenderDropped = 4,
+  kReceiverDropped = 5,
+  kHeader = 6
+};
 }
 
 nlohmann::json to_json(const RouterStats& s) {
@@ -24,7 +32,9 @@ nlohmann::json to_json(const RouterStats& s) {
           {"max_load", num(s.max_load)},
           {"min_load", num(s.min_load)},
           {"load_ratio", num(s.load_ratio)},
-          {"drop_fraction", num(s.drop_fraction)}};
+          {"drop_fraction", num(s.drop_fraction)},
+          {"sender_drop_fraction", num(s.sender_drop_fraction)},
+          {"receiver_drop_fraction", num(s.receiver_drop_fraction)}};
 }
 
 void RouterStatsAccumulator::reset(int64_t E, int64_t K) {
@@ -67,6 +77,8 @@ void RouterStatsAccumulator::add(const Routing<T>& r, const DispatchPlan& plan) 
   for (int64_t i = 0; i < rows * K_; ++i) load[ex[i]] += 1;
   sums_[kTokens] += double(rows);
   sums_[kDropped] += double(plan.dropped);
+  sums_[kSenderDropped] += double(plan.sender_dropped);
+  sums_[kReceiverDropped] += double(plan.receiver_dropped);
   sums_[kEntropy] += ent;
   sums_[kLse2] += lse2;
 }
@@ -82,6 +94,8 @@ RouterStats RouterStatsAccumulator::finish() const {
   st.entropy = sums_[kEntropy] / T;
   st.z = sums_[kLse2] / T;
   st.drop_fraction = sums_[kDropped] / assignments;
+  st.sender_drop_fraction = sums_[kSenderDropped] / assignments;
+  st.receiver_drop_fraction = sums_[kReceiverDropped] / assignments;
   double bal = 0, hf = 0, mx = 0, mn = std::numeric_limits<double>::infinity();
   for (int64_t e = 0; e < E_; ++e) {
     const double f = load[e] / assignments;

@@ -9,7 +9,8 @@
 //   z             mean_t logsumexp(s_t)²
 //   max_load, min_load  max_e / min_e (load_e / n*); load_ratio = max_load / min_load (+inf when
 //                 an expert got nothing; to_json writes it as null)
-//   drop_fraction dropped / (T·K) (0 for dropless transport)
+//   drop_fraction dropped / (T·K) (0 for dropless transport); for the pooled transport also
+//                 sender_drop_fraction and receiver_drop_fraction (their sum)
 // The sums behind them are kept in RouterStatsAccumulator as one flat vector of doubles, so
 // micro-batches add and ranks all-reduce (SUM) before finish().
 #include <cstdint>
@@ -31,6 +32,7 @@ struct RouterStats {
   double min_load = 0;
   double load_ratio = 0;
   double drop_fraction = 0;
+  double sender_drop_fraction = 0, receiver_drop_fraction = 0;  // pooled: where drops happened
 };
 
 nlohmann::json to_json(const RouterStats& s);  // {"tokens", "entropy", ..., "drop_fraction"}
@@ -44,7 +46,8 @@ class RouterStatsAccumulator {
   void add(const Routing<T>& r, const DispatchPlan& plan);
   RouterStats finish() const;
 
-  // Flat sums [tokens, dropped, Σ_t H(p_t), Σ_t lse², p_sum[E], load[E]] for an all-reduce SUM.
+  // Flat sums [tokens, dropped, Σ_t H(p_t), Σ_t lse², sender dropped, receiver dropped,
+  // p_sum[E], load[E]] for an all-reduce SUM.
   double* sums() { return sums_.data(); }
   int64_t size() const { return int64_t(sums_.size()); }
 
