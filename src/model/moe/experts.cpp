@@ -32,10 +32,10 @@ SwiGLUFFN<T> GroupedExperts<T>::expert(i64 e) const {
 }
 
 template <class T>
-void GroupedExperts<T>::forward(const DispatchPlan& plan, const T* xg, T* y) {
+void GroupedExperts<T>::forward(const int64_t* offsets, const T* xg, T* y) {
   xg_ = xg;
   for (i64 e = 0; e < E_; ++e) {
-    const i64 r0 = plan.offsets[e], n = plan.offsets[e + 1] - r0;
+    const i64 r0 = offsets[e], n = offsets[e + 1] - r0;
     if (n == 0) continue;
     expert(e).forward(xg + r0 * l_, n, a_.data() + r0 * ed_, b_.data() + r0 * ed_,
                       h_.data() + r0 * ed_, y + r0 * l_, false);
@@ -43,9 +43,9 @@ void GroupedExperts<T>::forward(const DispatchPlan& plan, const T* xg, T* y) {
 }
 
 template <class T>
-void GroupedExperts<T>::backward(const DispatchPlan& plan, const T* dy, T* dxg, T* scratch) {
+void GroupedExperts<T>::backward(const int64_t* offsets, const T* dy, T* dxg, T* scratch) {
   for (i64 e = 0; e < E_; ++e) {
-    const i64 r0 = plan.offsets[e], n = plan.offsets[e + 1] - r0;
+    const i64 r0 = offsets[e], n = offsets[e + 1] - r0;
     if (n == 0) continue;
     expert(e).backward(dy + r0 * l_, xg_ + r0 * l_, n, a_.data() + r0 * ed_, b_.data() + r0 * ed_,
                        h_.data() + r0 * ed_, dxg + r0 * l_, false, scratch);

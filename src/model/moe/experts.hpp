@@ -3,7 +3,6 @@
 // (one GEMM per expert over its contiguous block of dispatched rows).
 #include "core/buffer.hpp"
 #include "model/config.hpp"
-#include "model/moe/dispatcher.hpp"
 #include "model/weights.hpp"
 
 namespace marin {
@@ -13,10 +12,10 @@ class GroupedExperts {
  public:
   GroupedExperts() = default;
   GroupedExperts(const Binder<T>& bind, const ModelConfig& c, int64_t layer, i64 max_rows);
-  // xg: [kept, ℓ] rows grouped by expert as in plan; writes y: [kept, ℓ].
-  void forward(const DispatchPlan& plan, const T* xg, T* y);
-  // dy: [kept, ℓ] → dxg (overwritten). scratch: 3·kept·expert_dim.
-  void backward(const DispatchPlan& plan, const T* dy, T* dxg, T* scratch);
+  // Expert e computes rows offsets[e] .. offsets[e+1] of xg [rows, ℓ]; writes y: [rows, ℓ].
+  void forward(const int64_t* offsets, const T* xg, T* y);
+  // dy: [rows, ℓ] → dxg (overwritten). scratch: 3·rows·expert_dim.
+  void backward(const int64_t* offsets, const T* dy, T* dxg, T* scratch);
 
  private:
   SwiGLUFFN<T> expert(i64 e) const;

@@ -1,11 +1,15 @@
 #pragma once
-// The latent MoE layer (recipe §2 MoE): router → latent down-projection + RMSNorm → dispatch →
-// grouped SwiGLU experts in latent space → weighted combine → latent up-projection.
+// The latent MoE layer (recipe §2 MoE): router → latent down-projection + RMSNorm → token
+// dispatcher (drop rule, rows to the experts) → grouped SwiGLU experts in latent space →
+// dispatcher's weighted combine → latent up-projection. The three MoE pieces are separate, as in
+// Megatron-Core: Router, TokenDispatcher (model/moe/token_dispatcher.hpp), GroupedExperts.
 // The shared experts are separate (model/block) since they run on the full-width input.
 #include "core/arena.hpp"
-#include "model/moe/dispatcher.hpp"
+#include <memory>
+
 #include "model/moe/experts.hpp"
 #include "model/moe/router.hpp"
+#include "model/moe/token_dispatcher.hpp"
 
 namespace marin {
 
@@ -22,19 +26,20 @@ class MoELayer {
 
   Router<T>& router() { return router_; }
   const Router<T>& router() const { return router_; }
-  const DispatchPlan& plan() const { return plan_; }
+  const DispatchPlan& plan() const { return dispatcher_->plan(); }
   // A training step of `tokens` tokens computed as several forwards (DispatchPlan::begin_step).
-  void begin_step(i64 tokens) { plan_.begin_step(tokens); }
+  void begin_step(i64 tokens) { dispatcher_->begin_step(tokens); }
 
  private:
   ModelConfig c_;
   Weight<T> down_, norm_, up_;
   Router<T> router_;
-  DispatchPlan plan_;
+  std::unique_ptr<TokenDispatcher<T>> dispatcher_;
   GroupedExperts<T> experts_;
+  ExpertRows<T> rows_at_experts_;
   const T* x_ = nullptr;
   i64 rows_ = 0;
-  Buffer<T> z0_, rstd_, z_, xg_, yg_, r_;
+  Buffer<T> z0_, rstd_, z_, r_;
 };
 
 }  // namespace marin

@@ -1,0 +1,70 @@
+#pragma once
+// The token dispatcher, in the manner of Megatron-Core's MoETokenDispatcher: between the router
+// (which decided each token's K experts and combine weights) and the experts (which compute over
+// rows grouped by local expert). dispatch() applies the transport's drop rule (DispatchPlan) and
+// moves every kept (token, slot) assignment's latent row to the experts; combine() brings the
+// expert outputs back to their tokens, weighted: R_t = Σ_k keep·w_k·y(t, k). backward runs the
+// duals in the reverse order: combine_backward (dR → the experts' output gradient and dw), then,
+// after the experts' backward, dispatch_backward (the experts' input gradient → dz).
+//
+// LocalDispatcher: every expert lives in this process, so moving rows is a gather and a
+// scatter-add. An all-to-all dispatcher over an expert-parallel group of ranks is another
+// implementation of the same interface: the experts see only their local rows either way.
+#include "core/arena.hpp"
+#include "core/buffer.hpp"
+#include "model/config.hpp"
+#include "model/moe/dispatcher.hpp"
+#include "model/moe/router.hpp"
+
+namespace marin {
+
+// The experts' view of a dispatch: local expert e computes rows offsets[e] .. offsets[e+1] of
+// input; it writes its outputs to the same rows of output.
+template <class T>
+struct ExpertRows {
+  const int64_t* offsets = nullptr;  // [local experts + 1]
+  int64_t rows = 0;
+  const T* input = nullptr;
+  T* output = nullptr;
+};
+
+template <class T>
+class TokenDispatcher {
+ public:
+  virtual ~TokenDispatcher() = default;
+  // z: [rows, ℓ] latent rows of the tokens (kept alive until backward).
+  virtual ExpertRows<T> dispatch(const Routing<T>& r, const T* z, i64 rows, const Dispatch& d,
+                                 double capacity_factor) = 0;
+  // R: [rows, ℓ] (overwritten) from the experts' outputs.
+  virtual void combine(const Routing<T>& r, T* R) = 0;
+  // dR: [rows, ℓ] → dw [rows, K] (overwritten) and the experts' output gradient (returned,
+  // [expert rows, ℓ], in expert-row order), with scratch from `arena`.
+  virtual const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) = 0;
+  // The gradient of the experts' input rows → dz: [rows, ℓ] (overwritten).
+  virtual void dispatch_backward(const T* dinput, T* dz) = 0;
+  // Which assignments were kept, and the drop counts (health metrics).
+  virtual const DispatchPlan& plan() const = 0;
+  // A training step of `tokens` tokens begins (capacity over the step: DispatchPlan::begin_step).
+  virtual void begin_step(i64 tokens) = 0;
+};
+
+template <class T>
+class LocalDispatcher final : public TokenDispatcher<T> {
+ public:
+  LocalDispatcher() = default;
+  LocalDispatcher(const ModelConfig& c, i64 max_rows);
+  ExpertRows<T> dispatch(const Routing<T>& r, const T* z, i64 rows, const Dispatch& d,
+                         double capacity_factor) override;
+  void combine(const Routing<T>& r, T* R) override;
+  const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) override;
+  void dispatch_backward(const T* dinput, T* dz) override;
+  const DispatchPlan& plan() const override { return plan_; }
+  void begin_step(i64 tokens) override { plan_.begin_step(tokens); }
+
+ private:
+  i64 l_ = 0, K_ = 0, rows_ = 0;
+  DispatchPlan plan_;
+  Buffer<T> xg_, yg_;  // [assignments, ℓ]: expert inputs and outputs, grouped by expert
+};
+
+}  // namespace marin
