@@ -125,7 +125,7 @@ TEST(Cli, BadConfigsAreNamed) {
   EXPECT_NE(r.out.find("unknown preset 'nope'"), std::string::npos) << r.out;
   TempDir tmp("cfg");
   std::ofstream(tmp.str("bad.toml")) << "[model]\nhidden_dim = 64\nnum_heads = 7\n";
-  r = run("plan --config " + tmp.str("bad.toml"));
+  r = run("plan --preset tiny --config " + tmp.str("bad.toml"));  // the preset fills the rest
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("kv_heads_local (2) must divide num_heads (7)"), std::string::npos) << r.out;
   std::ofstream(tmp.str("typo.toml")) << "hiden_dim = 64\n";

@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/error.hpp"
-#include "dist/comm.hpp"
 #include "core/fileio.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
+#include "dist/comm.hpp"
 #include "eval/contamination.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
@@ -223,11 +223,14 @@ MARIN_COMMAND(
       app.add_option("--corpus", a->corpus,
                      "text corpus of the token directory (default: the manifest's, if present)");
       app.add_option("--stride", a->stride,
-                     "sliding-window stride for documents longer than seq_len (default seq_len/2)");
+                     "sliding-window stride for documents longer than seq_len (default seq_len/2)")
+          ->check(in_range<int64_t>(1, int64_t(1) << 20));
       app.add_option("--max-tokens", a->max_tokens,
                      "score a fixed subset per domain: documents in order that fit this many "
                      "tokens (default: all)");
-      app.add_option("--batch", a->batch, "rows per forward pass")->capture_default_str();
+      app.add_option("--batch", a->batch, "rows per forward pass")
+          ->capture_default_str()
+          ->check(batch_range());
       app.add_option("--json", a->json_out, "write the JSON report here");
       app.add_option("--train-corpus", a->train_corpus,
                      "text corpus of the training data (default: the evaluation corpus)");
@@ -239,22 +242,28 @@ MARIN_COMMAND(
       app.add_option("--run", a->run,
                      "run directory whose run.json describes the training data (default: found "
                      "from the checkpoint)");
-      app.add_option("--ngram", a->ngram, "n of the contamination n-grams")->capture_default_str();
+      app.add_option("--ngram", a->ngram, "n of the contamination n-grams")
+          ->capture_default_str()
+          ->check(in_range<int>(1, 1000));
       app.add_option("--threshold", a->threshold,
                      "contaminated when the fraction of a document's n-grams seen in training "
                      "is above this")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(in_range<double>(0, 1));
       app.add_option("--fp-rate", a->fp_rate, "target Bloom filter false-positive rate per n-gram")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(in_range<double>(0, 1, /*open_lo=*/true));
       app.add_option("--bloom-mb", a->bloom_mb, "cap on the Bloom filter size (MiB)")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(in_range<double>(0, double(1 << 30), /*open_lo=*/true));
       app.add_option("--tokenizer", a->tokenizer,
                      "tokenizer to check the shards against (default: CHECKPOINT/tokenizer.json)");
       app.add_flag("--no-audit", a->no_audit, "skip the contamination audit");
       app.add_flag("--skip-empty", a->skip_empty,
                    "skip a domain with nothing to score (with a warning) instead of failing");
       app.add_option("--threads", a->threads, "threads for the n-gram index")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(threads_range());
       app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
       return [a] { return run_eval(*a); };
     });

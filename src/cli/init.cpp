@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include "cli/options.hpp"
+#include "core/limits.hpp"
 #include "model/accounting.hpp"
 #include "model/params.hpp"
 #include "train/checkpoint.hpp"
@@ -18,6 +19,8 @@ struct InitOptions {
 int run_init(const InitOptions& o) {
   const ModelConfig c = o.model.resolve();
   ParamTable table(c);
+  require_memory(int64_t(sizeof(float)) * table.total(),
+                 fmt::format("the model's {} parameters (fp32)", table.total()));
   Buffer<float> params(table.total());
   table.initialize(params.data(), o.seed);
   save_model(o.out, c, table, params.data());
@@ -28,13 +31,13 @@ int run_init(const InitOptions& o) {
 
 }  // namespace
 
-MARIN_COMMAND(init, "init", "Write a freshly initialised model checkpoint",
-              [](CLI::App& app) -> Runner {
-                auto o = std::make_shared<InitOptions>();
-                o->model.add(app);
-                app.add_option("--seed", o->seed, "initialisation seed")->default_val(0);
-                app.add_option("--out", o->out, "checkpoint directory to create")->required();
-                return [o] { return run_init(*o); };
-              });
+MARIN_COMMAND(
+    init, "init", "Write a freshly initialised model checkpoint", [](CLI::App& app) -> Runner {
+      auto o = std::make_shared<InitOptions>();
+      o->model.add(app);
+      app.add_option("--seed", o->seed, "initialisation seed")->default_val(0)->check(seed_range());
+      app.add_option("--out", o->out, "checkpoint directory to create")->required();
+      return [o] { return run_init(*o); };
+    });
 
 }  // namespace marin::cli

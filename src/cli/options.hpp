@@ -1,12 +1,66 @@
 #pragma once
-// Options shared by several commands: the model configuration, and the training data.
+// Options shared by several commands: the validators of numeric options, the model
+// configuration, and the training data.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli/command.hpp"
 #include "model/config.hpp"
 
 namespace marin::cli {
+
+// The one validator of numeric options (docs/reliability.md): the value parses as T and lies in
+// [lo, hi] (or (lo, hi] with open_lo); NaN and ±inf never do. CLI11 prefixes the message with
+// the option's name: "--steps: 0 is out of range [1, 1000000000000]".
+template <class T>
+CLI::Validator in_range(T lo, T hi, bool open_lo = false) {
+  const std::string range = fmt::format("{}{}, {}]", open_lo ? "(" : "[", lo, hi);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        T v{};
+        if (!CLI::detail::lexical_cast(text, v))
+          return fmt::format("'{}' is not {} (expected a value in {})", text,
+                             std::is_integral_v<T> ? "an integer" : "a number", range);
+        if constexpr (std::is_floating_point_v<T>)
+          if (!std::isfinite(v))
+            return fmt::format("{} is not a finite number (expected a value in {})", text, range);
+        if (open_lo ? !(v > lo) : !(v >= lo))
+          return fmt::format("{} is out of range {}", text, range);
+        if (!(v <= hi)) return fmt::format("{} is out of range {}", text, range);
+        return std::string();
+      },
+      "in " + range);
+}
+
+// Ranges shared by several commands, so that each is written once.
+constexpr int64_t kMaxSteps = 1'000'000'000'000;  // steps, and periods counted in steps
+constexpr int kMaxBatch = 1 << 24;                // sequences per step or forward pass
+constexpr int kMaxThreads = 1024;
+inline CLI::Validator steps_range() {
+  return in_range<int64_t>(1, kMaxSteps);
+}
+inline CLI::Validator period_range() {
+  return in_range<int64_t>(0, kMaxSteps);
+}  // 0: off
+inline CLI::Validator batch_range() {
+  return in_range<int>(1, kMaxBatch);
+}
+inline CLI::Validator threads_range() {
+  return in_range<int>(1, kMaxThreads);
+}
+// A seed (the options hold uint64_t, but CLI11 would wrap "-1" to 2^64 − 1).
+inline CLI::Validator seed_range() {
+  return in_range<int64_t>(0, INT64_MAX);
+}
+// A learning rate or weight decay: 0 asks for the default (the §5 rule), above 1 is poison.
+inline CLI::Validator rate_range() {
+  return in_range<double>(0, 1);
+}
 
 struct ModelOptions {
   std::string preset;
@@ -15,7 +69,9 @@ struct ModelOptions {
   void add(CLI::App& app) {
     app.add_option("--preset", preset,
                    "preset name: tiny, cpu-small, d512, d768, d1024, d1536, d2048, hero-535b");
-    app.add_option("--config", config, "TOML file of model fields (a [model] table or top level)");
+    app.add_option("--config", config,
+                   "TOML file of model fields (a [model] table or top level): every field, or "
+                   "with --preset only the ones to change");
     app.add_option("--set", sets, "override a field, e.g. --set hidden_dim=128 (repeatable)")
         ->take_all();
   }

@@ -7,6 +7,7 @@
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "model/accounting.hpp"
 #include "model/cluster_plan.hpp"
 #include "model/model.hpp"
@@ -122,7 +123,7 @@ void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
 
 int run_plan(const PlanOptions& o) {
   ModelConfig c = o.model.resolve();
-  if (o.seq_len > 0) {
+  if (o.seq_len != 0) {  // given: validated with the config's range
     c.seq_len = o.seq_len;
     c.validate();
   }
@@ -139,9 +140,15 @@ int run_plan(const PlanOptions& o) {
   // one, Adam/AdamH two), and the activations the model saves for backward at this batch.
   const ParamSplit split = split_params(c);
   const int64_t muon = split.expert + split.muon_other, adam = split.adam;
-  const int64_t weights = 4 * a.every_tensor, grads = 4 * a.every_tensor;
-  const int64_t opt_state = 4 * (muon + 2 * adam);
+  const std::string inputs = fmt::format("{} parameters, batch {}", a.every_tensor, batch);
+  const int64_t weights =
+      checked("weight bytes", inputs, [&] { return 4 * Checked(a.every_tensor); });
+  const int64_t grads = weights;
+  const int64_t opt_state = checked("optimizer state bytes", inputs,
+                                    [&] { return 4 * (Checked(muon) + 2 * Checked(adam)); });
   const int64_t acts = Model<float>::activation_bytes(c, int(batch));
+  const int64_t total = checked("training memory bytes", inputs,
+                                [&] { return Checked(weights) + grads + opt_state + acts; });
   const int64_t tokens_per_step = batch * c.seq_len;
   const double train_flops = training_flops(c, batch, steps);
 
@@ -168,7 +175,7 @@ int run_plan(const PlanOptions& o) {
         {"gradients", grads},
         {"optimizer_state", opt_state},
         {"activations", acts},
-        {"total", weights + grads + opt_state + acts}}},
+        {"total", total}}},
       {"config", c.to_json()},
   };
   std::optional<ClusterPlan> cluster;
@@ -195,7 +202,7 @@ int run_plan(const PlanOptions& o) {
              h.muonh_lr, h.adam_lr, h.beta1, h.beta2, h.eps);
   fmt::print("memory (fp32)  weights {}  grads {}  optimizer {}  activations {}  total {}\n",
              bytes(double(weights)), bytes(double(grads)), bytes(double(opt_state)),
-             bytes(double(acts)), bytes(double(weights + grads + opt_state + acts)));
+             bytes(double(acts)), bytes(double(total)));
   if (cluster) print_cluster(*cluster, c);
   return 0;
 }
@@ -207,11 +214,13 @@ MARIN_COMMAND(plan, "plan",
               [](CLI::App& app) -> Runner {
                 auto o = std::make_shared<PlanOptions>();
                 o->model.add(app);
-                app.add_option("--batch", o->batch, "sequences per step (default: the preset's)");
+                app.add_option("--batch", o->batch, "sequences per step (default: the preset's)")
+                    ->check(in_range<int64_t>(1, kMaxBatch));
                 app.add_option("--seq-len", o->seq_len, "override seq_len");
-                app.add_option("--steps", o->steps, "training steps");
+                app.add_option("--steps", o->steps, "training steps")->check(steps_range());
                 app.add_option("--tokens-per-param", o->tokens_per_param,
-                               "budget in tokens per active parameter (default 791)");
+                               "budget in tokens per active parameter (default 791)")
+                    ->check(in_range<double>(0, 1e9, /*open_lo=*/true));
                 app.add_flag("--json", o->json, "one JSON object instead of the table");
                 ClusterOptions& l = o->layout;
                 app.add_option("--cluster", o->cluster,

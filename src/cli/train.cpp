@@ -143,23 +143,32 @@ MARIN_COMMAND(
       app.add_option("--forecast", a->forecast,
                      "forecast.json (marin forecast): log predicted vs actual loss");
       app.add_option("--out", a->out, "run directory");
-      app.add_option("--init", a->init,
-                     "start from this model checkpoint (its config.json is the model)");
-      app.add_option("--resume", a->resume, "continue the run in this directory");
+      auto* init = app.add_option(
+          "--init", a->init, "start from this model checkpoint (its config.json is the model)");
+      auto* resume = app.add_option("--resume", a->resume, "continue the run in this directory")
+                         ->excludes(init);
       app.add_option("--fork-from", a->fork_from,
-                     "start a new run (--out) from this checkpoint with the options given");
+                     "start a new run (--out) from this checkpoint with the options given")
+          ->excludes(resume);
       app.add_option("--batch", a->batch, "sequences per step (global: over all MPI ranks)")
-          ->default_val(8);
+          ->default_val(8)
+          ->check(batch_range());
       app.add_option("--micro-batch", a->micro_batch,
                      "rows per forward; the step's micro-batches are shared by the MPI ranks and "
-                     "their gradients summed exactly (default: batch/4, or batch/2, or batch)");
-      app.add_option("--steps", a->steps, "total steps (schedule horizon)")->default_val(100);
-      app.add_option("--seed", a->seed, "initialisation seed")->default_val(0);
+                     "their gradients summed exactly (default: batch/4, or batch/2, or batch)")
+          ->check(in_range<int>(0, kMaxBatch));
+      app.add_option("--steps", a->steps, "total steps (schedule horizon)")
+          ->default_val(100)
+          ->check(steps_range());
+      app.add_option("--seed", a->seed, "initialisation seed")->default_val(0)->check(seed_range());
       app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")
           ->check(CLI::IsMember({"muonh", "adamw"}));
-      app.add_option("--muonh-lr", a->muonh_lr, "peak MuonH/AdamH rate (default: §5 rule)");
-      app.add_option("--adam-lr", a->adam_lr, "peak Adam rate (default: §5 rule)");
-      app.add_option("--adamw-wd", a->adamw_wd, "weight decay of the adamw baseline");
+      app.add_option("--muonh-lr", a->muonh_lr, "peak MuonH/AdamH rate (default: §5 rule)")
+          ->check(rate_range());
+      app.add_option("--adam-lr", a->adam_lr, "peak Adam rate (default: §5 rule)")
+          ->check(rate_range());
+      app.add_option("--adamw-wd", a->adamw_wd, "weight decay of the adamw baseline")
+          ->check(rate_range());
       app.add_option("--expert-radius", a->expert_radius, "layer (default) or expert")
           ->check(CLI::IsMember({"layer", "expert"}));
       app.add_flag("--gate-router-wd", a->gate_router_wd,
@@ -171,17 +180,25 @@ MARIN_COMMAND(
       app.add_option("--waves", a->waves, "waves of the pooled transport (may change on --resume)")
           ->check(CLI::Range(int64_t(1), int64_t(64)));
       app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
-      app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps");
-      app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps");
-      app.add_option("--eval-every", a->eval_every, "validate every N steps");
+      app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps")
+          ->check(period_range());
+      app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps")
+          ->check(period_range());
+      app.add_option("--eval-every", a->eval_every, "validate every N steps")
+          ->check(period_range());
       app.add_option("--eval-domains-every", a->eval_domains_every,
-                     "per-domain macro loss/BPB (as marin eval) every N steps and at the end");
-      app.add_option("--eval-batches", a->eval_batches, "validation batches")->default_val(4);
+                     "per-domain macro loss/BPB (as marin eval) every N steps and at the end")
+          ->check(period_range());
+      app.add_option("--eval-batches", a->eval_batches, "validation batches")
+          ->default_val(4)
+          ->check(in_range<int64_t>(1, int64_t(1) << 30));
       app.add_option("--max-bad-steps", a->max_bad_steps,
                      "consecutive non-finite steps before stopping")
-          ->default_val(3);
+          ->default_val(3)
+          ->check(in_range<int>(1, 1 << 20));
       app.add_option("--time-limit", a->time_limit,
-                     "stop with a checkpoint after this many seconds");
+                     "stop with a checkpoint after this many seconds (0: none)")
+          ->check(in_range<double>(0, 1e9));
       app.add_option("--inject-nan-grad", a->inject_nan,
                      "testing aid: poison the gradient at these steps")
           ->group("");

@@ -9,6 +9,8 @@
 #include <span>
 #include <utility>
 
+#include "core/limits.hpp"
+
 namespace marin {
 
 template <class T>
@@ -41,6 +43,11 @@ class Buffer {
       p_ = nullptr;
       n_ = n;
       if (n) {
+        // Refused before it is attempted (limits.hpp): not a wrapped size, not more than the
+        // machine has. Sized-from-config callers check first with a message of their own.
+        if (n > (size_t(INT64_MAX) - 63) / sizeof(T))
+          fail("a buffer of {} elements of {} bytes overflows a 64-bit size", n, sizeof(T));
+        require_memory(int64_t(n * sizeof(T)), fmt::format("a buffer of {} elements", n));
         size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
         p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
         if (!p_) throw std::bad_alloc();

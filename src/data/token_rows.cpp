@@ -1,15 +1,21 @@
 #include "data/token_rows.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/limits.hpp"
 
 namespace marin {
 
 TokenRows TokenRows::load(const std::string& path, int64_t seq_len, int64_t vocab_size) {
+  const int64_t row_bytes =
+      checked("the row size of a token file", fmt::format("seq_len = {}", seq_len),
+              [&] { return 4 * (Checked(seq_len) + 1); });
+  if (seq_len <= 0) fail("{}: seq_len must be positive to read rows, got {}", path, seq_len);
   const std::string bytes = read_file(path);
-  const int64_t row_bytes = 4 * (seq_len + 1);
   if (bytes.empty())
     fail("{}: empty token file (expected rows of {} uint32 ids)", path, seq_len + 1);
   if (int64_t(bytes.size()) % row_bytes != 0)

@@ -10,33 +10,60 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 
 namespace marin {
 namespace {
 
-// One table drives set(), to_json(), from_json() and field_names(), so a field is declared once.
+// One table drives set(), to_json(), from_json(), validate() and field_names(), so a field and
+// its range are declared once. Ranges are generous (the hero is far inside each) and keep every
+// product the model forms well inside 64 bits or caught by checked arithmetic (core/limits.hpp);
+// real ranges also exclude NaN and ±inf.
 struct Field {
   enum Kind { Int, Real, Sites } kind;
   std::function<void*(ModelConfig&)> ptr;
+  double lo = 0, hi = 0;
+  bool open_lo = false;  // (lo, hi] instead of [lo, hi]
 };
 
 const std::map<std::string, Field>& fields() {
-#define F(name, kind)                                              \
-  {                                                                \
-#name, {                                                       \
-      Field::kind, [](ModelConfig& c) -> void* { return &c.name; } \
-    }                                                              \
+  constexpr double M = 1 << 20;  // widths
+#define F(name, kind, lo, hi, open)                                              \
+  {                                                                              \
+#name, {                                                                     \
+      Field::kind, [](ModelConfig& c) -> void* { return &c.name; }, lo, hi, open \
+    }                                                                            \
   }
   static const std::map<std::string, Field> f = {
-      F(hidden_dim, Int),     F(num_layers, Int),       F(num_heads, Int),
-      F(head_dim, Int),       F(kv_heads_local, Int),   F(kv_heads_global, Int),
-      F(sliding_window, Int), F(global_every, Int),     F(rope_theta, Real),
-      F(rope_dim, Int),       F(qk_mult, Real),         F(sconv_kernel, Int),
-      F(sconv_sites, Sites),  F(num_experts, Int),      F(top_k, Int),
-      F(expert_dim, Int),     F(latent_dim, Int),       F(num_shared_experts, Int),
-      F(shared_dim, Int),     F(gated_norm_rank, Int),  F(combine_sum, Real),
-      F(qb_bins, Int),        F(capacity_factor, Real), F(vocab_size, Int),
-      F(seq_len, Int),        F(z_loss, Real),          F(init_scale, Real),
+      F(hidden_dim, Int, 1, M, false),
+      F(num_layers, Int, 1, 4096, false),
+      F(num_heads, Int, 1, 4096, false),
+      F(head_dim, Int, 1, 16384, false),
+      F(kv_heads_local, Int, 1, 4096, false),
+      F(kv_heads_global, Int, 1, 4096, false),
+      F(sliding_window, Int, 1, M, false),
+      F(global_every, Int, 1, 4096, false),
+      F(rope_theta, Real, 0, 1e12, true),
+      F(rope_dim, Int, 0, 16384, false),
+      F(qk_mult, Real, 0, 1e3, true),
+      F(sconv_kernel, Int, 1, 1024, false),
+      F(sconv_sites, Sites, 0, 0, false),
+      F(num_experts, Int, 2, 65536, false),
+      F(top_k, Int, 1, 1024, false),
+      F(expert_dim, Int, 1, M, false),
+      F(latent_dim, Int, 1, M, false),
+      F(num_shared_experts, Int, 0, 1024, false),
+      F(shared_dim, Int, 1, M, false),
+      F(gated_norm_rank, Int, 1, M, false),
+      F(combine_sum, Real, 0, 1e6, true),
+      F(qb_bins, Int, 1, 1 << 24, false),
+      // capacity = ceil(cf·T·K/E) with T = batch·seq_len < 2^31·2^20 and K < E: cf ≤ 1024 keeps
+      // it below 2^61, so the transport's double → int64 conversion is always defined.
+      F(capacity_factor, Real, 0, 1024, true),
+      F(vocab_size, Int, 1, 1 << 24, false),
+      F(seq_len, Int, 1, M, false),
+      F(z_loss, Real, 0, 100, false),
+      F(init_scale, Real, 0, 100, true),
   };
 #undef F
   return f;
@@ -140,9 +167,19 @@ nlohmann::json ModelConfig::to_json() const {
   return j;
 }
 
-ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& where) {
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& where,
+                                   const ModelConfig* base) {
   if (!j.is_object()) fail("{}: expected a JSON object of config fields", where);
-  ModelConfig c;
+  // Unknown names first: a misspelt field also shows up as a missing one.
+  for (auto& [k, v] : j.items()) field(k, where);
+  if (!base)
+    for (auto& [k, _] : fields())
+      if (!j.contains(k))
+        fail(
+            "{}: missing config field '{}' (give every field, or name a preset with --preset to "
+            "fill the ones not given)",
+            where, k);
+  ModelConfig c = base ? *base : ModelConfig{};
   for (auto& [k, v] : j.items()) {
     const Field& f = field(k, where);
     void* p = f.ptr(c);
@@ -172,10 +209,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& w
   return c;
 }
 
-ModelConfig ModelConfig::from_toml_file(const std::string& path) {
+ModelConfig ModelConfig::from_toml_file(const std::string& path, const ModelConfig* base) {
   toml::table t;
   try {
-    t = toml::parse_file(path);
+    t = toml::parse(read_file(path), path);
   } catch (const toml::parse_error& e) {
     fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
   }
@@ -202,33 +239,25 @@ ModelConfig ModelConfig::from_toml_file(const std::string& path) {
       fail("{}: field '{}' has an unsupported type", path, key);
     }
   }
-  return from_json(j, path);
+  return from_json(j, path, base);
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) {
-    if (v <= 0) fail("config field '{}' must be positive, got {}", name, v);
-  };
-  positive("hidden_dim", hidden_dim);
-  positive("num_layers", num_layers);
-  positive("num_heads", num_heads);
-  positive("head_dim", head_dim);
-  positive("kv_heads_local", kv_heads_local);
-  positive("kv_heads_global", kv_heads_global);
-  positive("sliding_window", sliding_window);
-  positive("global_every", global_every);
-  positive("sconv_kernel", sconv_kernel);
-  positive("num_experts", num_experts);
-  positive("top_k", top_k);
-  positive("expert_dim", expert_dim);
-  positive("latent_dim", latent_dim);
-  positive("shared_dim", shared_dim);
-  positive("gated_norm_rank", gated_norm_rank);
-  positive("qb_bins", qb_bins);
-  positive("vocab_size", vocab_size);
-  positive("seq_len", seq_len);
-  if (num_shared_experts < 0)
-    fail("config field 'num_shared_experts' must be >= 0, got {}", num_shared_experts);
+  ModelConfig copy = *this;
+  for (auto& [k, f] : fields()) {
+    const void* p = f.ptr(copy);
+    const char* open = f.open_lo ? "(" : "[";
+    if (f.kind == Field::Int) {
+      const int64_t v = *static_cast<const int64_t*>(p);
+      if ((f.open_lo ? double(v) <= f.lo : double(v) < f.lo) || double(v) > f.hi)
+        fail("config field {} = {} is out of range {}{}, {}]", k, v, open, int64_t(f.lo),
+             int64_t(f.hi));
+    } else if (f.kind == Field::Real) {
+      const double v = *static_cast<const double*>(p);
+      if (!(f.open_lo ? v > f.lo : v >= f.lo) || !(v <= f.hi))
+        fail("config field {} = {} is out of range {}{}, {}]", k, v, open, f.lo, f.hi);
+    }
+  }
   if (num_heads % kv_heads_local != 0)
     fail("kv_heads_local ({}) must divide num_heads ({})", kv_heads_local, num_heads);
   if (num_heads % kv_heads_global != 0)
@@ -243,15 +272,8 @@ void ModelConfig::validate() const {
          num_experts);
   if (sliding_window > seq_len)
     fail("sliding_window ({}) must not exceed seq_len ({})", sliding_window, seq_len);
-  if (rope_dim < 0 || rope_dim % 2 != 0)
-    fail("rope_dim must be even and >= 0 (pairs are rotated), got {}", rope_dim);
+  if (rope_dim % 2 != 0) fail("rope_dim must be even (pairs are rotated), got {}", rope_dim);
   if (rope_dim > head_dim) fail("rope_dim ({}) must not exceed head_dim ({})", rope_dim, head_dim);
-  if (!(rope_theta > 0)) fail("rope_theta must be positive, got {}", rope_theta);
-  if (!(qk_mult > 0)) fail("qk_mult must be positive, got {}", qk_mult);
-  if (!(combine_sum > 0)) fail("combine_sum must be positive, got {}", combine_sum);
-  if (!(capacity_factor > 0)) fail("capacity_factor must be positive, got {}", capacity_factor);
-  if (!(z_loss >= 0)) fail("z_loss must be >= 0, got {}", z_loss);
-  if (!(init_scale > 0)) fail("init_scale must be positive, got {}", init_scale);
   for (auto& s : sconv_sites)
     if (s != "k" && s != "attn" && s != "mlp")
       fail("sconv_sites: unknown site '{}' (expected any of k, attn, mlp)", s);
@@ -322,12 +344,14 @@ PresetRun preset_run(const std::string& name) {
 
 ModelConfig resolve_config(const std::string& preset, const std::string& config_path,
                            const std::vector<std::string>& overrides) {
+  // A config file gives every field, unless a preset is named to fill the ones it leaves out.
   ModelConfig c;
-  if (!preset.empty() && !config_path.empty()) fail("give either --preset or --config, not both");
-  if (!config_path.empty())
-    c = ModelConfig::from_toml_file(config_path);
-  else
+  if (!config_path.empty()) {
+    const ModelConfig base = preset.empty() ? ModelConfig{} : ModelConfig::preset(preset);
+    c = ModelConfig::from_toml_file(config_path, preset.empty() ? nullptr : &base);
+  } else {
     c = ModelConfig::preset(preset.empty() ? "tiny" : preset);
+  }
   for (auto& kv : overrides) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) fail("--set expects key=value, got '{}'", kv);

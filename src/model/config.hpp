@@ -48,14 +48,17 @@ struct ModelConfig {
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return kv_heads_local * head_dim; }  // stored KV width
 
-  // Throws marin::Error naming the field and what was expected.
+  // Throws marin::Error naming the field and what was expected: every field has a range
+  // ("num_layers = 1000000000 is out of range [1, 4096]"), then the rules between fields.
   void validate() const;
   // Sets one field from text ("hidden_dim=256", "sconv_sites=k,mlp"); unknown names are errors.
   void set(const std::string& key, const std::string& value);
   nlohmann::json to_json() const;
-  // `where` names the source (a file) in error messages. Unknown fields are errors.
-  static ModelConfig from_json(const nlohmann::json& j, const std::string& where);
-  static ModelConfig from_toml_file(const std::string& path);
+  // `where` names the source (a file) in error messages. Unknown fields are errors; so is a
+  // missing one unless `base` (a named preset) gives the fields left out.
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& where,
+                               const ModelConfig* base = nullptr);
+  static ModelConfig from_toml_file(const std::string& path, const ModelConfig* base = nullptr);
   static ModelConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
   // Marin's shape rule for a family member of width d with L layers (hd 128 unless given).
@@ -70,7 +73,8 @@ struct PresetRun {
 };
 PresetRun preset_run(const std::string& name);
 
-// Loads --preset and/or --config, then applies each "key=value" override, then validates.
+// Loads --preset and/or --config (a config file gives every field, or the preset named with it
+// fills the ones left out), then applies each "key=value" override, then validates.
 ModelConfig resolve_config(const std::string& preset, const std::string& config_path,
                            const std::vector<std::string>& overrides);
 

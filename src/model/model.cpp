@@ -1,21 +1,49 @@
 #include "model/model.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/limits.hpp"
 
 namespace marin {
 
+namespace {
+
+// The configuration, validated before anything is sized from it.
+const ModelConfig& validated(const ModelConfig& c) {
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
+// The parameter count, once the parameters, gradients and activations of this model are known to
+// fit the machine's memory (refused before the first allocation, with the bytes they would need).
+template <class T>
+size_t Model<T>::admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch) {
+  if (max_batch <= 0) fail("model workspace: max_batch must be positive, got {}", max_batch);
+  const int64_t bytes = checked(
+      "the model's memory", fmt::format("{} parameters, batch {}", table.total(), max_batch), [&] {
+        return 2 * Checked(int64_t(sizeof(T))) * table.total() + activation_bytes(c, max_batch);
+      });
+  require_memory(bytes,
+                 fmt::format("the model (parameters and gradients of {} parameters, activations "
+                             "of batch {} × seq_len {})",
+                             table.total(), max_batch, c.seq_len));
+  return size_t(table.total());
+}
+
 template <class T>
 Model<T>::Model(const ModelConfig& c, int max_batch)
-    : cfg_(c),
+    : cfg_(validated(c)),
       table_(c),
       max_batch_(max_batch),
       S_(int(c.seq_len)),
-      params_(table_.total()),
+      params_(admitted_params(table_, c, max_batch)),
       grads_(table_.total()),
       bind_{table_, params_.data(), grads_.data()} {
-  cfg_.validate();
   const i64 rows = i64(max_batch) * S_, d = c.hidden_dim, r = c.gated_norm_rank;
   embed_norm_ = GatedRMSNorm<T>(bind_, "embed.norm", "embed.gnorm", d, r, rows);
   final_norm_ = GatedRMSNorm<T>(bind_, "final.norm", "final.gnorm", d, r, rows);
@@ -40,17 +68,27 @@ Model<T>::~Model() = default;
 
 template <class T>
 int64_t Model<T>::activation_bytes(const ModelConfig& c, int batch) {
-  // Mirrors the buffers the constructors above allocate (per token, then times rows).
-  const i64 rows = i64(batch) * c.seq_len, d = c.hidden_dim, r = c.gated_norm_rank;
-  const i64 qd = c.q_dim(), kd = c.kv_dim(), H = c.num_heads, l = c.latent_dim, K = c.top_k;
-  const i64 norm = 1 + 2 * d + 2 * r;
-  const i64 attn = 5 * qd + 4 * kd + H + c.kv_heads_local + 2 * H;
-  const i64 moe = c.num_experts + 4 * K + 2 + 2 * l + 1 + 2 * K * l + l + 3 * K * c.expert_dim +
-                  3 * K /*dispatch*/;
-  const i64 block = 2 * norm + attn + moe + 3 * c.num_shared_experts * c.shared_dim + 5 * d;
-  const i64 per_token = c.num_layers * (block + d) + 2 * norm + 3 * d + c.vocab_size + 2;
-  const i64 scratch = 3 * d + Block<T>::scratch(c, 1);
-  return int64_t(sizeof(T)) * rows * (per_token + scratch) + int64_t(sizeof(int32_t)) * rows * 4;
+  // Mirrors the buffers the constructors above allocate (per token, then times rows), in checked
+  // arithmetic (core/limits.hpp).
+  return checked(
+      "activation bytes",
+      fmt::format("batch {} × seq_len {}, {} layers", batch, c.seq_len, c.num_layers), [&] {
+        const Checked rows = Checked(batch) * c.seq_len, d = c.hidden_dim, r = c.gated_norm_rank;
+        const Checked qd = Checked(c.num_heads) * c.head_dim,
+                      kd = Checked(c.kv_heads_local) * c.head_dim;
+        const Checked H = c.num_heads, l = c.latent_dim, K = c.top_k;
+        const Checked norm = 1 + 2 * d + 2 * r;
+        const Checked attn = 5 * qd + 4 * kd + H + c.kv_heads_local + 2 * H;
+        const Checked moe = K * 4 + c.num_experts + 2 + 2 * l + 1 + 2 * K * l + l +
+                            3 * K * c.expert_dim + 3 * K /*dispatch*/;
+        const Checked block =
+            2 * norm + attn + moe + 3 * Checked(c.num_shared_experts) * c.shared_dim + 5 * d;
+        const Checked per_token =
+            Checked(c.num_layers) * (block + d) + 2 * norm + 3 * d + c.vocab_size + 2;
+        const Checked scratch = 3 * d + Block<T>::scratch(c, 1);
+        return Checked(int64_t(sizeof(T))) * rows * (per_token + scratch) +
+               Checked(int64_t(sizeof(int32_t))) * rows * 4;
+      });
 }
 
 template <class T>

@@ -80,6 +80,8 @@ class Model {
   static int64_t activation_bytes(const ModelConfig& c, int batch);
 
  private:
+  static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch);
+
   ModelConfig cfg_;
   ParamTable table_;
   int max_batch_, S_, B_ = 0;

@@ -1,10 +1,12 @@
 #include "model/params.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <xxhash.h>
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "core/rng.hpp"
 
 namespace marin {
@@ -28,11 +30,16 @@ void ParamTable::add(std::string name, std::vector<int64_t> shape, OptGroup g, I
   ParamInfo p;
   p.name = std::move(name);
   p.shape = std::move(shape);
-  p.size = 1;
-  for (auto s : p.shape) p.size *= s;
+  // In checked arithmetic: the shape comes from a configuration (limits.hpp).
+  const std::string shape_text = fmt::format("{} of shape [{}]", p.name, fmt::join(p.shape, ", "));
+  p.size = checked("the size of tensor", shape_text, [&] {
+    Checked n = 1;
+    for (auto s : p.shape) n *= s;
+    return n;
+  });
   // Keep every tensor 64-byte aligned in the flat buffer (16 floats) for the vector kernels.
   p.offset = (total_ + 15) / 16 * 16;
-  total_ = p.offset + p.size;
+  total_ = checked("the parameter count", shape_text, [&] { return Checked(p.offset) + p.size; });
   p.group = g;
   p.init = init;
   p.num_mats = mats;
