@@ -71,6 +71,24 @@ void write_config_toml(const std::string& path, const ModelConfig& c, const std:
   }
 }
 
+// A small token directory: domain "a", one train and one valid shard, and its manifest.
+TokenManifest make_token_dir(const std::string& dir) {
+  TokenManifest m;
+  m.dir = dir;
+  m.tokenizer_hash = 0x1234;
+  m.vocab_size = 300;
+  fs::create_directories(dir + "/a");
+  for (const char* split : {"train", "valid"}) {
+    const std::vector<uint64_t> off{0, 3, 5};
+    const std::vector<uint32_t> tok{1, 2, 3, 4, 5};
+    TokenShardInfo info{fmt::format("a/{}-00000.tok", split), "a", split, 2, 5, 10};
+    write_token_shard(m.path(info), m.vocab_size, m.tokenizer_hash, info.bytes, off, tok);
+    m.shards.push_back(info);
+  }
+  write_file_atomic(dir + "/manifest.json", m.to_json().dump(2));
+  return m;
+}
+
 }  // namespace
 
 // ---- config fields: a range each, named in the error -------------------------------------------
@@ -264,4 +282,56 @@ TEST(CliOptions, BadNumbersAreRefusedNamingTheOptionAndTheRange) {
   r = run_with_timeout("train --init a --resume b");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "excludes") && has(r.out, "--init") && has(r.out, "--resume")) << r.out;
+}
+
+// ---- non-regular input files --------------------------------------------------------------------
+
+TEST(InputFiles, AFifoIsRefusedInsteadOfBlocking) {
+  TempDir tmp("v-fifo");
+  const std::string fifo = tmp.str("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The library helper.
+  EXPECT_TRUE(has(error_of([&] { read_file(fifo); }), "it is a FIFO"));
+  EXPECT_TRUE(has(error_of([&] { open_input(tmp.str()); }), "it is a directory"));
+  ASSERT_EQ(run("init --preset tiny --out " + tmp.str("ckpt")).code, 0);
+  const std::string cases[] = {
+      "plan --config " + fifo,
+      "score --checkpoint " + tmp.str("ckpt") + " --tokens " + fifo,
+      "train --preset tiny --tokens " + fifo + " --steps 1 --out " + tmp.str("run"),
+      "tokenizer encode --vocab " + fifo + " --in " + fifo,
+      "tokenizer train --vocab 300 --in " + fifo + " --out " + tmp.str("tok.json"),
+  };
+  for (const std::string& args : cases) {
+    const RunResult r = run_with_timeout(args, 20);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(has(r.out, fifo) && has(r.out, "FIFO")) << args << ": " << r.out;
+  }
+  // A FIFO in place of a checkpoint's weights.
+  fs::remove(tmp.str("ckpt/model.safetensors"));
+  ASSERT_EQ(::mkfifo(tmp.str("ckpt/model.safetensors").c_str(), 0600), 0);
+  marin::testing::write_rows(tmp.str("rows.bin"), 2);
+  const RunResult r = run_with_timeout(
+      "score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin"), 20);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "model.safetensors") && has(r.out, "FIFO")) << r.out;
+  // A token shard that is a FIFO.
+  const TokenManifest m = make_token_dir(tmp.str("tokens"));
+  fs::remove(m.path(m.shards[0]));
+  ASSERT_EQ(::mkfifo(m.path(m.shards[0]).c_str(), 0600), 0);
+  EXPECT_TRUE(
+      has(error_of([&] { TokenShard::open(m.path(m.shards[0]), m.tokenizer_hash); }), "FIFO"));
+}
+
+TEST(InputFiles, ADirectoryWhereAFileIsExpectedIsRefused) {
+  // `tokenizer encode --in DIR` printed nothing and exited 0.
+  TempDir tmp("v-dir");
+  const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
+  ASSERT_EQ(run("tokenizer train --vocab 300 --in " + fixture +
+                "/bible_kjv/valid-00000.jsonl --out " + tmp.str("tok.json"))
+                .code,
+            0);
+  const RunResult r = run("tokenizer encode --vocab " + tmp.str("tok.json") + " --in " + tmp.str());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "it is a directory")) << r.out;
+  EXPECT_TRUE(has(run("plan --config " + tmp.str()).out, "it is a directory"));
 }

@@ -1,28 +1,17 @@
 // marin tokenizer {train, encode, decode}: byte-level BPE vocabularies (see docs/tokenizer.md).
 #include <fmt/core.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "data/tokenizer/documents.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) marin::fail("cannot open '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return std::move(ss).str();
-}
 
 struct Options {
   uint32_t vocab = 8192;
@@ -50,7 +39,7 @@ int run_train(const Options& o) {
 
 int run_encode(const Options& o) {
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
-  std::vector<uint32_t> ids = tok.encode(slurp(o.in_file), o.allow_special);
+  std::vector<uint32_t> ids = tok.encode(marin::read_file(o.in_file), o.allow_special);
   std::string out;
   out.reserve(ids.size() * 6 + 4);
   out += '[';
@@ -66,7 +55,7 @@ int run_encode(const Options& o) {
 
 int run_decode(const Options& o) {
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
-  std::string text = slurp(o.in_file);
+  std::string text = marin::read_file(o.in_file);
   std::vector<uint32_t> ids;
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {

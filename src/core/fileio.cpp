@@ -77,16 +77,50 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   write_file_atomic(path, std::span<const std::string_view>(&bytes, 1));
 }
 
+namespace {
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
+
+}  // namespace
+
+int open_input(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO without a writer would otherwise block forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail("cannot open {}: {}", path, errstr(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail("cannot open {}: {}", path, errstr(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("cannot open {}: it is {} (expected a regular file)", path, file_kind(st.st_mode));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail("cannot open {}: {}", path, errstr(e));
+  }
+  return fd;
+}
+
 std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot read {}: {}", path, errstr(errno));
+  const int fd = open_input(path);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail("cannot read {}: {}", path, errstr(errno));
-  if (S_ISDIR(st.st_mode)) fail("cannot read {}: it is a directory", path);
   // Read the size fstat reports, then keep going in case the file grew meanwhile.
   std::string out(st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0, '\0');
   size_t got = 0;

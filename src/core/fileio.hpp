@@ -14,7 +14,14 @@ namespace marin {
 void write_file_atomic(const std::string& path, std::span<const std::string_view> parts);
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
-// The whole file; marin::Error naming the file if it cannot be opened or read.
+// Opens an input file for reading and returns its descriptor (the caller closes it). Anything
+// but a regular file (a FIFO, a directory, a device, a socket) is refused with marin::Error
+// naming the file and what it is, without blocking: a FIFO is opened O_NONBLOCK and checked
+// with fstat before anything is read. Every reader of input files goes through this.
+int open_input(const std::string& path);
+
+// The whole file (open_input, then read); marin::Error naming the file if it cannot be opened
+// or read, or is not a regular file.
 std::string read_file(const std::string& path);
 
 // The lines of a text, without their '\n' (a final line without one counts; nothing follows a

@@ -126,12 +126,11 @@ TokenShard& TokenShard::operator=(TokenShard&& o) noexcept {
 
 TokenShard TokenShard::open(const std::string& path, uint64_t expected_hash,
                             uint32_t expected_vocab, bool check_tokens) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("token shard {}: cannot open: {}", path, std::strerror(errno));
+  const int fd = open_input(path);  // refuses a FIFO or directory without blocking
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
     ::close(fd);
-    fail("token shard {}: not a regular file", path);
+    fail("token shard {}: cannot stat: {}", path, std::strerror(errno));
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < TokenShardHeader::kSize) {

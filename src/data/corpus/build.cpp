@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "data/corpus/corpus.hpp"
 
 namespace marin::corpus {
@@ -46,11 +47,7 @@ struct DomainSpec {
 // ----------------------------------------------------------------------------------
 
 std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail("corpus: cannot read {}", p.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return std::move(ss).str();
+  return marin::read_file(p.string());
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {

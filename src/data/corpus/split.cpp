@@ -1,12 +1,17 @@
 // The stable train/validation split and the xxh64 hashes of the manifest.
+#include <unistd.h>
 #include <xxhash.h>
+
+#include <fmt/core.h>
 
 #include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "data/corpus/corpus.hpp"
+#include "data/shards.hpp"
 
 namespace marin::corpus {
 
@@ -21,8 +26,12 @@ bool is_valid_split(std::string_view id, double valid_fraction) {
 }
 
 std::string xxh64_file_hex(const std::filesystem::path& file) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
-  if (!f) fail("corpus: cannot open {} to hash it", file.string());
+  const int fd = open_input(file.string());  // refuses a FIFO or directory without blocking
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(::fdopen(fd, "rb"), &std::fclose);
+  if (!f) {
+    ::close(fd);
+    fail("corpus: cannot open {} to hash it", file.string());
+  }
   std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> st(XXH64_createState(),
                                                                        &XXH64_freeState);
   XXH64_reset(st.get(), 0);

@@ -1,28 +1,21 @@
 #include "data/tokenizer/documents.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 
 namespace marin {
 
 void read_documents(const std::string& path, std::vector<std::string>& docs) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open text file '{}': {}", path, std::strerror(errno));
+  std::string text = read_file(path);
   bool jsonl = path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
   if (!jsonl) {
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    docs.push_back(std::move(ss).str());
+    docs.push_back(std::move(text));
     return;
   }
-  std::string line;
   size_t line_no = 0;
-  while (std::getline(f, line)) {
+  for (std::string_view line : split_lines(text)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "data/tokenizer/impl.hpp"
 
 namespace marin {
@@ -125,16 +126,6 @@ bool b64_decode(std::string_view in, std::string& out) {
   for (; i < in.size(); ++i)
     if (in[i] != '=') return false;
   return !out.empty() || in.empty();
-}
-
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail("tokenizer file '{}' is a directory", path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open tokenizer file '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return std::move(ss).str();
 }
 
 bool valid_utf8(std::string_view s) {
