@@ -89,6 +89,10 @@ TokenManifest make_token_dir(const std::string& dir) {
   return m;
 }
 
+void write_manifest(const std::string& dir, const json& j) {
+  write_file_atomic(dir + "/manifest.json", j.dump(2));
+}
+
 }  // namespace
 
 // ---- config fields: a range each, named in the error -------------------------------------------
@@ -334,4 +338,146 @@ TEST(InputFiles, ADirectoryWhereAFileIsExpectedIsRefused) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "it is a directory")) << r.out;
   EXPECT_TRUE(has(run("plan --config " + tmp.str()).out, "it is a directory"));
+}
+
+// ---- token manifests: cross-checked against the shards -----------------------------------------
+
+TEST(TokenManifestChecks, CountsAndVocabMustMatchTheShardHeaders) {
+  TempDir tmp("v-manifest");
+  const std::string dir = tmp.str("tokens");
+  const TokenManifest good = make_token_dir(dir);
+  ASSERT_EQ(error_of([&] { TokenManifest::load(dir).open(good.shards[0], 0x1234); }), "");
+  const json base = good.to_json();
+  const std::pair<const char*, json> lies[] = {{"documents", 3}, {"tokens", 4}, {"bytes", 11}};
+  for (auto& [field, value] : lies) {
+    json j = base;
+    j["shards"][0][field] = value;
+    write_manifest(dir, j);
+    const TokenManifest m = TokenManifest::load(dir);
+    const std::string e = error_of([&] { m.open(m.shards[0], 0x1234); });
+    EXPECT_TRUE(has(e, "manifest.json") && has(e, "a/train-00000.tok") && has(e, "header"))
+        << field << ": " << e;
+  }
+  json j = base;
+  j["vocab_size"] = 512;
+  write_manifest(dir, j);
+  const TokenManifest m = TokenManifest::load(dir);
+  const std::string e = error_of([&] { m.open(m.shards[0], 0x1234); });
+  EXPECT_TRUE(has(e, "vocab_size 512") && has(e, "vocab size 300")) << e;
+}
+
+TEST(TokenManifestChecks, DuplicateShardsAndPathsOutsideTheDirectoryAreRefused) {
+  TempDir tmp("v-manifest-paths");
+  const std::string dir = tmp.str("tokens");
+  const json base = make_token_dir(dir).to_json();
+  json j = base;
+  j["shards"].push_back(base["shards"][0]);  // doubles the data
+  write_manifest(dir, j);
+  EXPECT_TRUE(has(error_of([&] { TokenManifest::load(dir); }), "listed twice"));
+  j = base;
+  j["shards"][1]["file"] = "a/./train-00000.tok";
+  write_manifest(dir, j);
+  EXPECT_TRUE(has(error_of([&] { TokenManifest::load(dir); }), "listed twice"));
+  for (const char* path : {"../a/train-00000.tok", "a/../../x.tok", "/etc/passwd", ""}) {
+    j = base;
+    j["shards"][0]["file"] = path;
+    write_manifest(dir, j);
+    const std::string e = error_of([&] { TokenManifest::load(dir); });
+    EXPECT_TRUE(has(e, "manifest.json") &&
+                (has(e, "leaves the manifest's directory") || has(e, "must be relative")))
+        << path << ": " << e;
+  }
+  j = base;
+  j["shards"][0]["split"] = "test";
+  write_manifest(dir, j);
+  EXPECT_TRUE(has(error_of([&] { TokenManifest::load(dir); }), "split 'test'"));
+}
+
+TEST(TokenManifestChecks, EvalRefusesAManifestThatLiesAboutItsShards) {
+  // A duplicate entry used to double the domain's documents; a wrong count went unnoticed.
+  TempDir tmp("v-manifest-eval");
+  const std::string dir = tmp.str("tokens");
+  const json base = make_token_dir(dir).to_json();
+  ASSERT_EQ(run("init --preset tiny --set vocab_size=300 --out " + tmp.str("ckpt")).code, 0);
+  const std::string eval =
+      "eval --checkpoint " + tmp.str("ckpt") + " --tokens " + dir + " --no-audit";
+  ASSERT_EQ(run(eval).code, 0);
+  json j = base;
+  j["shards"].push_back(base["shards"][1]);
+  write_manifest(dir, j);
+  RunResult r = run(eval);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "a/valid-00000.tok") && has(r.out, "listed twice")) << r.out;
+  j = base;
+  j["shards"][1]["documents"] = 7;
+  write_manifest(dir, j);
+  r = run(eval);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "listed with 7 documents") && has(r.out, "header has 2")) << r.out;
+}
+
+// ---- corpus shard checksums ---------------------------------------------------------------------
+
+class CorpusChecksums : public ::testing::Test {
+ protected:
+  // One domain of the committed fixture corpus with its part of the manifest, a tokenizer.
+  void SetUp() override {
+    const fs::path fixture = fs::path(MARIN_SOURCE_DIR) / "data/fixture";
+    fs::create_directories(root() + "/bible_kjv");
+    for (const char* f : {"train-00000.jsonl", "valid-00000.jsonl"})
+      fs::copy_file(fixture / "bible_kjv" / f, fs::path(root()) / "bible_kjv" / f);
+    json m = json::parse(read_file((fixture / "manifest.json").string()));
+    const json dom = m["domains"]["bible_kjv"];
+    m["domains"] = {{"bible_kjv", dom}};
+    write_file_atomic(root() + "/manifest.json", m.dump(2));
+    ASSERT_EQ(run("tokenizer train --vocab 300 --in " + root() +
+                  "/bible_kjv/valid-00000.jsonl --out " + tmp.str("tok.json"))
+                  .code,
+              0);
+  }
+  std::string root() const { return tmp.str("corpus"); }
+  // Changes one letter of a shard (the edit a checksum must catch).
+  void edit_one_letter(const std::string& shard) {
+    std::string text = read_file(root() + "/" + shard);
+    const size_t at = text.find("LORD");
+    ASSERT_NE(at, std::string::npos);
+    text[at] = 'l';
+    write_file_atomic(root() + "/" + shard, text);
+  }
+  TempDir tmp{"v-corpus"};
+};
+
+TEST_F(CorpusChecksums, TokenizeVerifiesEachShardUnlessToldNotTo) {
+  const std::string tok = " --vocab " + tmp.str("tok.json") + " --corpus " + root();
+  ASSERT_EQ(run("tokenize" + tok + " --out " + tmp.str("t0")).code, 0);
+  edit_one_letter("bible_kjv/train-00000.jsonl");
+  RunResult r = run("tokenize" + tok + " --out " + tmp.str("t1"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "train-00000.jsonl") && has(r.out, "xxh64") &&
+              has(r.out, "does not match"))
+      << r.out;
+  r = run("tokenize" + tok + " --out " + tmp.str("t2") + " --no-verify");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST_F(CorpusChecksums, DecontaminateVerifiesEachShardUnlessToldNotTo) {
+  edit_one_letter("bible_kjv/valid-00000.jsonl");
+  RunResult r = run("decontaminate --corpus " + root() + " --out " + tmp.str("d1"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "valid-00000.jsonl") && has(r.out, "does not match")) << r.out;
+  r = run("decontaminate --corpus " + root() + " --out " + tmp.str("d2") + " --no-verify");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST_F(CorpusChecksums, TheCorpusManifestsPathsAndEntriesAreChecked) {
+  json m = json::parse(read_file(root() + "/manifest.json"));
+  json& shards = m["domains"]["bible_kjv"]["shards"];
+  shards.push_back(shards[0]);
+  write_file_atomic(root() + "/manifest.json", m.dump());
+  EXPECT_TRUE(has(error_of([&] { corpus::ShardChecksums s(root()); }), "listed twice"));
+  shards.erase(shards.size() - 1);
+  shards[0]["file"] = "../bible_kjv/train-00000.jsonl";
+  write_file_atomic(root() + "/manifest.json", m.dump());
+  EXPECT_TRUE(has(error_of([&] { corpus::ShardChecksums s(root()); }), "leaves"));
+  EXPECT_EQ(error_of([&] { corpus::ShardChecksums s(root(), /*verify=*/false); }), "");
 }

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/fileio.hpp"
 #include "eval/contamination.hpp"
 
@@ -15,9 +15,12 @@ namespace {
 struct DecontaminateArgs {
   eval::DecontaminateOptions o;
   std::string json_out;
+  bool no_verify = false;
 };
 
-int run_decontaminate(const DecontaminateArgs& a) {
+int run_decontaminate(const DecontaminateArgs& args) {
+  DecontaminateArgs a = args;
+  a.o.verify = !a.no_verify;
   const eval::DecontaminateResult r = eval::decontaminate(a.o);
   fmt::print("{} evaluation documents, {} distinct paragraphs of ≥ {} words\n", r.eval_documents,
              r.eval_paragraphs, a.o.min_words);
@@ -57,8 +60,11 @@ MARIN_COMMAND(
           ->delimiter(',');
       app.add_option("--min-words", a->o.min_words,
                      "paragraphs with fewer normalised words are not compared")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(in_range<int>(1, 1 << 20));
       app.add_option("--json", a->json_out, "write the counts as JSON here");
+      app.add_flag("--no-verify", a->no_verify,
+                   "skip checking each shard against the xxh64 in its corpus manifest");
       return [a] { return run_decontaminate(*a); };
     });
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <memory>
 
-#include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -13,6 +13,7 @@ namespace {
 struct Options {
   std::string vocab, corpus, out, split = "both";
   int threads = 2;
+  bool no_verify = false;
 };
 
 int run(const Options& o) {
@@ -22,6 +23,7 @@ int run(const Options& o) {
   opts.corpus = o.corpus;
   opts.out = o.out;
   opts.threads = o.threads;
+  opts.verify = !o.no_verify;
   if (o.split != "both") opts.splits = {o.split};
   const marin::TokenManifest m = marin::tokenize_corpus(tok, opts);
   uint64_t docs = 0, tokens = 0, bytes = 0;
@@ -52,7 +54,10 @@ MARIN_COMMAND(tokenize, "tokenize",
                     ->check(CLI::IsMember({"train", "valid", "both"}))
                     ->capture_default_str();
                 app.add_option("--threads", o->threads, "Encoding threads")
-                    ->check(CLI::Range(1, 256))
+                    ->check(marin::cli::threads_range())
                     ->capture_default_str();
+                app.add_flag("--no-verify", o->no_verify,
+                             "skip checking each text shard against the xxh64 in the corpus "
+                             "manifest");
                 return [o]() { return run(*o); };
               });

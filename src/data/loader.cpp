@@ -120,7 +120,7 @@ MixtureLoader::MixtureLoader(const MixtureConfig& config, const LoaderOptions& o
     s->name_key = XXH64(src.name.data(), src.name.size(), 0);
     s->first_doc.push_back(0);
     for (const TokenShardInfo& info : m.find(src.domain, src.split)) {
-      TokenShard sh = TokenShard::open(m.path(info), hash, opts.vocab_size);
+      TokenShard sh = m.open(info, hash, opts.vocab_size);
       s->st.documents += sh.documents();
       s->st.tokens += sh.tokens();
       s->first_doc.push_back(s->st.documents);
@@ -263,13 +263,26 @@ std::vector<SourceStats> MixtureLoader::stats() const {
 
 // ---- validation source --------------------------------------------------------------------------
 
+namespace {
+
+std::vector<TokenShard> open_shards(const std::vector<std::string>& paths, uint64_t tokenizer_hash,
+                                    uint32_t vocab_size) {
+  std::vector<TokenShard> out;
+  for (const std::string& p : paths) out.push_back(TokenShard::open(p, tokenizer_hash, vocab_size));
+  return out;
+}
+
+}  // namespace
+
 ValidationSource::ValidationSource(const std::vector<std::string>& paths, int64_t seq_len,
                                    uint64_t tokenizer_hash, uint32_t vocab_size)
+    : ValidationSource(open_shards(paths, tokenizer_hash, vocab_size), seq_len) {}
+
+ValidationSource::ValidationSource(std::vector<TokenShard> shards, int64_t seq_len)
     : seq_len_(seq_len) {
   MARIN_CHECK(seq_len > 0, "validation source: seq_len must be positive (got {})", seq_len);
-  MARIN_CHECK(!paths.empty(), "validation source: no shards given");
-  for (const std::string& p : paths) {
-    TokenShard s = TokenShard::open(p, tokenizer_hash, vocab_size);
+  MARIN_CHECK(!shards.empty(), "validation source: no shards given");
+  for (TokenShard& s : shards) {
     documents_ += s.documents();
     tokens_ += s.tokens();
     text_bytes_ += s.header().text_bytes;
@@ -287,12 +300,12 @@ std::unique_ptr<ValidationSource> ValidationSource::for_domain(const std::string
                                                                uint32_t vocab_size,
                                                                const std::string& split) {
   const TokenManifest m = TokenManifest::load(token_dir);
-  std::vector<std::string> paths;
-  for (const TokenShardInfo& i : m.find(domain, split)) paths.push_back(m.path(i));
-  if (paths.empty())
+  std::vector<TokenShard> shards;
+  for (const TokenShardInfo& i : m.find(domain, split))
+    shards.push_back(m.open(i, hash ? hash : m.tokenizer_hash, vocab_size));
+  if (shards.empty())
     fail("token directory {}: domain '{}' has no {} shards", token_dir, domain, split);
-  return std::make_unique<ValidationSource>(paths, seq_len, hash ? hash : m.tokenizer_hash,
-                                            vocab_size);
+  return std::make_unique<ValidationSource>(std::move(shards), seq_len);
 }
 
 void ValidationSource::next(int B, int32_t* tokens, int32_t* labels, int32_t* seg) {

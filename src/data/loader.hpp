@@ -88,6 +88,8 @@ class ValidationSource : public BatchSource {
  public:
   ValidationSource(const std::vector<std::string>& shard_paths, int64_t seq_len,
                    uint64_t tokenizer_hash, uint32_t vocab_size = 0);
+  // Shards already opened (and checked against their manifest: TokenManifest::open).
+  ValidationSource(std::vector<TokenShard> shards, int64_t seq_len);
   // All valid shards of one domain of a token directory (hash 0 = the manifest's).
   static std::unique_ptr<ValidationSource> for_domain(const std::string& token_dir,
                                                       const std::string& domain, int64_t seq_len,

@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/progress.hpp"
+#include "data/corpus/corpus.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
 static_assert(std::endian::native == std::endian::little, "token shards are little-endian");
@@ -59,6 +60,15 @@ uint64_t parse_hex(const json& j, const std::string& where) {
 }
 
 }  // namespace
+
+void check_manifest_path(const std::string& file, const std::string& where) {
+  const fs::path p(file);
+  if (file.empty() || p.is_absolute())
+    fail("{}: shard path '{}' must be relative to the manifest's directory", where, file);
+  for (const fs::path& part : p)
+    if (part == "..")
+      fail("{}: shard path '{}' leaves the manifest's directory ('..')", where, file);
+}
 
 // ---- writer -------------------------------------------------------------------------------------
 
@@ -256,7 +266,32 @@ TokenManifest TokenManifest::load(const std::string& dir) {
   } catch (const json::exception& e) {
     fail("{}: missing or malformed field: {}", file, e.what());
   }
+  if (m.vocab_size == 0) fail("{}: vocab_size must be positive", file);
+  std::set<std::string> seen;
+  for (const TokenShardInfo& i : m.shards) {
+    check_manifest_path(i.file, file);
+    if (!seen.insert(fs::path(i.file).lexically_normal().string()).second)
+      fail("{}: shard '{}' is listed twice (its data would be read twice)", file, i.file);
+    if (i.split != "train" && i.split != "valid")
+      fail("{}: shard '{}' has split '{}' (expected train or valid)", file, i.file, i.split);
+  }
   return m;
+}
+
+TokenShard TokenManifest::open(const TokenShardInfo& s, uint64_t expected_hash,
+                               uint32_t expected_vocab, bool check_tokens) const {
+  const std::string p = path(s);
+  TokenShard sh = TokenShard::open(p, expected_hash, expected_vocab, check_tokens);
+  const TokenShardHeader& h = sh.header();
+  const std::string where = (fs::path(dir) / "manifest.json").string();
+  if (h.vocab_size != vocab_size)
+    fail("{}: vocab_size {} but shard {} has vocab size {}", where, vocab_size, p, h.vocab_size);
+  if (h.documents != s.documents || h.tokens != s.tokens || h.text_bytes != s.bytes)
+    fail(
+        "{}: shard '{}' is listed with {} documents, {} tokens, {} bytes but its header has {} "
+        "documents, {} tokens, {} bytes",
+        where, s.file, s.documents, s.tokens, s.bytes, h.documents, h.tokens, h.text_bytes);
+  return sh;
 }
 
 json TokenManifest::to_json() const {
@@ -359,10 +394,12 @@ TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
   m.vocab_size = tok.vocab_size();
   m.corpus = o.corpus;
   fs::create_directories(o.out);
+  const corpus::ShardChecksums sums(o.corpus, o.verify);
   Progress progress(o.progress ? total : 0, "tokenize", "B");
   const int threads = std::max(1, o.threads);
   for (const TextShard& ts : shards) {
     const std::string text = read_file(ts.path.string());
+    sums.check(ts.path, text);
     const std::vector<std::string_view> lines = split_lines(text);
     std::vector<std::vector<uint32_t>> docs(lines.size());
     std::vector<uint64_t> bytes(lines.size(), 0);

@@ -108,8 +108,13 @@ struct TokenManifest {
   std::string corpus;  // the text corpus it was made from (informational)
   std::vector<TokenShardInfo> shards;
 
-  // Reads <dir>/manifest.json; marin::Error naming the file on a missing file or field.
+  // Reads <dir>/manifest.json; marin::Error naming the file on a missing file or field, a shard
+  // path outside the directory (absolute or with '..'), a shard listed twice, or an unknown split.
   static TokenManifest load(const std::string& dir);
+  // Opens one of its shards (TokenShard::open) and cross-checks the shard's header against the
+  // manifest: the vocabulary size, and the documents, tokens and bytes listed for it.
+  TokenShard open(const TokenShardInfo& s, uint64_t expected_tokenizer_hash,
+                  uint32_t expected_vocab = 0, bool check_tokens = true) const;
   nlohmann::json to_json() const;
   std::vector<std::string> domains() const;  // sorted, unique
   // Shards of one domain and split, in file order.
@@ -117,12 +122,17 @@ struct TokenManifest {
   std::string path(const TokenShardInfo& s) const;  // dir/file
 };
 
+// A file named in a manifest must stay inside the manifest's directory: relative, and without a
+// '..' component. marin::Error naming `where` (the manifest) and the path otherwise.
+void check_manifest_path(const std::string& file, const std::string& where);
+
 struct TokenizeOptions {
   std::string corpus;  // <ROOT> with <domain>/<split>-NNNNN.jsonl
   std::string out;     // TOKDIR
   std::vector<std::string> splits = {"train", "valid"};
   int threads = 2;
   bool progress = true;  // a progress bar on stderr when it is a terminal
+  bool verify = true;    // check each text shard against the corpus manifest's xxh64
 };
 
 // Tokenizes every text shard of the corpus (each document: its text, then EOS if the tokenizer

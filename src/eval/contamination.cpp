@@ -18,7 +18,9 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/limits.hpp"
 #include "core/progress.hpp"
+#include "data/corpus/corpus.hpp"
 
 namespace marin::eval {
 namespace fs = std::filesystem;
@@ -241,8 +243,10 @@ std::vector<std::string_view> split_paragraphs(std::string_view text) {
 
 void for_each_jsonl_document(
     const std::string& file,
-    const std::function<void(uint64_t, std::string_view, const std::string&)>& fn) {
+    const std::function<void(uint64_t, std::string_view, const std::string&)>& fn,
+    const corpus::ShardChecksums* sums) {
   const std::string data = read_file(file);
+  if (sums) sums->check(file, data);
   const auto lines = split_lines(data);
   json j;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -274,8 +278,11 @@ NgramBloom::NgramBloom(uint64_t expected, double target_fp, uint64_t max_bytes)
   const double ln2 = std::log(2.0);
   double m = std::ceil(-n * std::log(target_fp) / (ln2 * ln2));
   if (max_bytes > 0 && m > double(max_bytes) * 8) m = double(max_bytes) * 8, capped_ = true;
+  if (!(m < 0x1p62)) fail("Bloom filter: {} bits for {} n-grams is too large", m, expected);
   m_ = std::max<uint64_t>(64, (uint64_t(m) + 63) / 64 * 64);
   k_ = int(std::clamp(std::lround(double(m_) / n * ln2), 1l, 32l));
+  require_memory(int64_t(m_ / 8),
+                 fmt::format("the Bloom filter of {} n-grams (--bloom-mb caps it)", expected));
   words_.assign(m_ / 64, 0);
 }
 
@@ -441,6 +448,8 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
   MARIN_CHECK(!eval_domains.empty(), "decontaminate: no evaluation domain with {} shards in {}",
               o.eval_split, eval_root);
 
+  const corpus::ShardChecksums sums(o.corpus, o.verify);
+  const corpus::ShardChecksums eval_sums(eval_root, o.verify);
   DecontaminateResult r;
   std::unordered_set<uint64_t> paragraphs;
   for (const auto& d : eval_domains) {
@@ -449,14 +458,17 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
       fail("decontaminate: evaluation domain '{}' has no {} shards in {}", d, o.eval_split,
            eval_root);
     for (const auto& f : files)
-      for_each_jsonl_document(f, [&](uint64_t, std::string_view, const std::string& text) {
-        ++r.eval_documents;
-        for (std::string_view p : split_paragraphs(text)) {
-          int words = 0;
-          const uint64_t h = paragraph_hash(p, &words);
-          if (words >= o.min_words) paragraphs.insert(h);
-        }
-      });
+      for_each_jsonl_document(
+          f,
+          [&](uint64_t, std::string_view, const std::string& text) {
+            ++r.eval_documents;
+            for (std::string_view p : split_paragraphs(text)) {
+              int words = 0;
+              const uint64_t h = paragraph_hash(p, &words);
+              if (words >= o.min_words) paragraphs.insert(h);
+            }
+          },
+          &eval_sums);
   }
   r.eval_paragraphs = paragraphs.size();
 
@@ -491,35 +503,38 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
     if (rel == "manifest.json") continue;  // rewritten below
     const auto it = filtered.find(rel);
     if (it == filtered.end()) {
+      if (o.verify && p.extension() == ".jsonl") sums.check(p, read_file(p.string()));
       fs::copy_file(p, dst, fs::copy_options::overwrite_existing);
       continue;
     }
     DecontaminateDomain& dd = domain_of(it->second);
     std::string out;
     ShardInfo info;
-    for_each_jsonl_document(p.string(),
-                            [&](uint64_t, std::string_view raw, const std::string& text) {
-                              ++dd.documents;
-                              dd.bytes += text.size();
-                              bool hit = false;
-                              for (std::string_view para : split_paragraphs(text)) {
-                                int words = 0;
-                                const uint64_t h = paragraph_hash(para, &words);
-                                if (words >= o.min_words && paragraphs.count(h)) {
-                                  hit = true;
-                                  break;
-                                }
-                              }
-                              if (hit) {
-                                ++dd.removed;
-                                dd.removed_bytes += text.size();
-                                return;
-                              }
-                              out.append(raw);
-                              out.push_back('\n');
-                              ++info.documents;
-                              info.text_bytes += text.size();
-                            });
+    for_each_jsonl_document(
+        p.string(),
+        [&](uint64_t, std::string_view raw, const std::string& text) {
+          ++dd.documents;
+          dd.bytes += text.size();
+          bool hit = false;
+          for (std::string_view para : split_paragraphs(text)) {
+            int words = 0;
+            const uint64_t h = paragraph_hash(para, &words);
+            if (words >= o.min_words && paragraphs.count(h)) {
+              hit = true;
+              break;
+            }
+          }
+          if (hit) {
+            ++dd.removed;
+            dd.removed_bytes += text.size();
+            return;
+          }
+          out.append(raw);
+          out.push_back('\n');
+          ++info.documents;
+          info.text_bytes += text.size();
+        },
+        &sums);
     write_file_atomic(dst.string(), out);
     info.file_bytes = out.size();
     info.hash = XXH64(out.data(), out.size(), 0);

@@ -21,6 +21,10 @@
 #include <string_view>
 #include <vector>
 
+namespace marin::corpus {
+class ShardChecksums;  // data/corpus/corpus.hpp
+}
+
 namespace marin::eval {
 
 // Normalised words of a text (for tests and documentation; the audit uses word_hashes).
@@ -37,10 +41,12 @@ std::vector<std::string_view> split_paragraphs(std::string_view text);
 // A JSONL text shard of the corpus, read line by line: fn(line_number, id, text) for every line
 // that is not blank (the rule of `marin tokenize`, so document d of the text shard is document d
 // of its token shard). marin::Error naming file:line for a line that is not JSON, not an object
-// with a string "text", or not valid UTF-8 (nlohmann::json rejects ill-formed UTF-8).
+// with a string "text", or not valid UTF-8 (nlohmann::json rejects ill-formed UTF-8). With
+// `sums`, the file is first checked against its corpus manifest's xxh64.
 void for_each_jsonl_document(
     const std::string& file,
-    const std::function<void(uint64_t line, std::string_view raw, const std::string& text)>& fn);
+    const std::function<void(uint64_t line, std::string_view raw, const std::string& text)>& fn,
+    const corpus::ShardChecksums* sums = nullptr);
 // ROOT/<domain>/<split>-NNNNN.jsonl, sorted; empty when there are none.
 std::vector<std::string> corpus_shards(const std::string& root, const std::string& domain,
                                        const std::string& split);
@@ -125,6 +131,7 @@ struct DecontaminateOptions {
   std::vector<std::string> train_domains;  // "" = every domain with train shards
   std::string out;                         // output ROOT (must not exist or be empty)
   int min_words = 13;                      // paragraphs shorter than this are ignored
+  bool verify = true;  // check every shard against its manifest's xxh64 (--no-verify: skip)
   bool progress = true;
 };
 

@@ -321,7 +321,7 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
     uint64_t header_bytes = 0;
     uint64_t budget = o.max_tokens;  // what is left of the domain's token budget
     for (const TokenShardInfo& info : man.find(domain, o.split)) {
-      const TokenShard sh = TokenShard::open(man.path(info), man.tokenizer_hash, man.vocab_size);
+      const TokenShard sh = man.open(info, man.tokenizer_hash, man.vocab_size);
       std::vector<int32_t> buf;
       std::vector<bool> taken(sh.documents(), true);
       for (uint64_t d = 0; d < sh.documents(); ++d) {

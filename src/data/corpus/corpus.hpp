@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,24 @@ std::uint64_t xxh64(std::string_view data, std::uint64_t seed = 0);
 bool is_valid_split(std::string_view id, double valid_fraction);
 // xxh64 of a whole file, as 16 lowercase hex digits.
 std::string xxh64_file_hex(const std::filesystem::path& file);
+
+// The xxh64 checksums <root>/manifest.json lists per shard, to verify shards as they are read
+// (`marin tokenize`, `marin decontaminate`; `--no-verify` skips it). Shards the manifest does
+// not list with an "xxh64", and a corpus without a manifest, have nothing to verify.
+class ShardChecksums {
+ public:
+  // Reads <root>/manifest.json (when `verify` and it exists). marin::Error naming the manifest
+  // for malformed JSON, a shard path outside the root (absolute or with '..'), a shard listed
+  // twice, or a checksum that is not 16 hex digits.
+  explicit ShardChecksums(const std::filesystem::path& root, bool verify = true);
+  // marin::Error naming the file and both checksums when `bytes`, the contents of `file` (a
+  // shard under the root), do not hash to what the manifest lists for it.
+  void check(const std::filesystem::path& file, std::string_view bytes) const;
+
+ private:
+  std::filesystem::path root_, manifest_;
+  std::map<std::string, std::string> xxh64_;  // path relative to the root → 16 hex digits
+};
 
 // ---- builder (build.cpp) ------------------------------------------------------------------------
 

@@ -43,4 +43,51 @@ std::string xxh64_file_hex(const std::filesystem::path& file) {
   return fmt::format("{:016x}", XXH64_digest(st.get()));
 }
 
+ShardChecksums::ShardChecksums(const std::filesystem::path& root, bool verify)
+    : root_(root), manifest_(root / "manifest.json") {
+  if (!verify || !std::filesystem::exists(manifest_)) return;
+  const std::string where = manifest_.string();
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(read_file(where));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", where, e.what());
+  }
+  if (!m.is_object() || !m.contains("domains")) return;
+  if (!m["domains"].is_object()) fail("{}: 'domains' must be an object", where);
+  for (const auto& [name, dom] : m["domains"].items()) {
+    if (!dom.is_object() || !dom.contains("shards")) continue;
+    if (!dom["shards"].is_array()) fail("{}: domains.{}.shards must be a list", where, name);
+    for (const auto& s : dom["shards"]) {
+      if (!s.is_object() || !s.contains("file") || !s["file"].is_string())
+        fail("{}: every shard of domain '{}' needs a string 'file'", where, name);
+      const std::string file = s["file"].get<std::string>();
+      check_manifest_path(file, where);
+      const std::string key = std::filesystem::path(file).lexically_normal().string();
+      if (xxh64_.count(key)) fail("{}: shard '{}' is listed twice", where, file);
+      std::string hex;
+      if (s.contains("xxh64")) {
+        if (!s["xxh64"].is_string()) fail("{}: shard '{}': xxh64 must be a string", where, file);
+        hex = s["xxh64"].get<std::string>();
+        if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+          fail("{}: shard '{}': xxh64 '{}' is not 16 lowercase hex digits", where, file, hex);
+      }
+      xxh64_[key] = hex;
+    }
+  }
+}
+
+void ShardChecksums::check(const std::filesystem::path& file, std::string_view bytes) const {
+  if (xxh64_.empty()) return;
+  const std::string key = std::filesystem::relative(file, root_).lexically_normal().string();
+  const auto it = xxh64_.find(key);
+  if (it == xxh64_.end() || it->second.empty()) return;
+  const std::string got = fmt::format("{:016x}", xxh64(bytes));
+  if (got != it->second)
+    fail(
+        "{}: xxh64 {} does not match {} in {}: the shard was changed after the corpus was built "
+        "(rebuild it, or pass --no-verify to read it anyway)",
+        file.string(), got, it->second, manifest_.string());
+}
+
 }  // namespace marin::corpus
