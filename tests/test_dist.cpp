@@ -277,6 +277,10 @@ TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
   r = mpirun(2, "train --resume " + run_dir);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(run_dir));
+  // Resume truncated the metrics to its checkpoint: every step appears once.
+  const auto after = metrics(run_dir);
+  ASSERT_EQ(after.size(), 100u);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i]["step"].get<size_t>(), i);
 }
 
 TEST(DataParallel, AnErrorEndsEveryRankWithItsMessage) {

@@ -109,6 +109,36 @@ TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
   auto r = run("train --resume " + tmp.str("kill"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(tmp.str("kill")));
+  // Each resume truncated the metrics to its checkpoint: every step appears exactly once.
+  const auto m = metrics(tmp.str("kill"));
+  ASSERT_EQ(m.size(), 150u);
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"].get<size_t>(), i);
+}
+
+TEST(Train, SigtermAndSigusr1SaveAndResumeExactly) {
+  // What Slurm and Kubernetes send (SIGTERM) and Slurm's early warning (SIGUSR1): a checkpoint
+  // at the end of the step, exit 0, and a resume that loses nothing.
+  TempDir tmp("sigterm");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string args =
+      " train --preset tiny --batch 4 --steps 150 --seed 3 --tokens " + tmp.str("rows.bin");
+  ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
+  for (int sig : {SIGTERM, SIGUSR1}) {
+    const std::string dir = tmp.str(sig == SIGTERM ? "term" : "usr1");
+    pid_t pid = spawn_train(args + " --out " + dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "signal " << sig << " should end the run cleanly";
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    auto ckpt = marin::latest_checkpoint(dir);
+    ASSERT_TRUE(ckpt.has_value()) << "signal " << sig << " must leave a checkpoint";
+    EXPECT_LT(marin::read_run_state(*ckpt).step, 150) << "stopped early, not at the end";
+    ASSERT_EQ(run("train --resume " + dir).code, 0);
+    EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(dir)) << sig;
+    EXPECT_EQ(metrics(dir).size(), 150u);
+  }
 }
 
 TEST(Train, InitTakesTheModelFromTheCheckpoint) {

@@ -79,6 +79,22 @@ class CommQBReducer final : public QBReducer {
   dist::Comm& c_;
 };
 
+// Keeps the lines of RUN/metrics.jsonl for steps before `step` (the checkpoint a run resumes
+// from), so every step appears once after a resume; a torn last line from a crash goes too.
+void truncate_metrics(const std::string& run_dir, int64_t step) {
+  const std::string path = run_dir + "/metrics.jsonl";
+  if (!fs::exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  for (const std::string_view line : split_lines(text)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() < step)
+      kept.append(line).append("\n");
+  }
+  write_file_atomic(path, kept);
+}
+
 // Copies a micro-batch's routing (logits and α, what QB reads) into the step's log at row `at`.
 void log_routing(Routing<float>& log, const Routing<float>& r, int64_t at) {
   std::copy(r.logits.data(), r.logits.data() + r.rows * r.E, log.logits.data() + at * r.E);
@@ -215,6 +231,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
   t->data_->restore(st.data_state);
   t->step_ = st.step;
   t->lineage_ = st.lineage;
+  if (t->is_root()) truncate_metrics(run_dir, st.step);
   if (t->is_root())
     fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, *ckpt, st.step,
                t->comm_->size(), t->comm_->size() > 1 ? "s" : "");
