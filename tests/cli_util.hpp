@@ -33,9 +33,10 @@ struct RunResult {
   std::string out;  // stdout and stderr together
 };
 
-inline RunResult run(const std::string& args) {
+// A shell command line, its stdout and stderr captured together.
+inline RunResult run_shell(const std::string& command) {
   RunResult r;
-  const std::string cmd = std::string(MARIN_BIN) + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -44,6 +45,11 @@ inline RunResult run(const std::string& args) {
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// `marin ARGS`, as a user types it.
+inline RunResult run(const std::string& args) {
+  return run_shell(std::string(MARIN_BIN) + " " + args);
 }
 
 // Starts `marin ARGS` (args begin with a space) in the background, output discarded.

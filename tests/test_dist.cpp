@@ -34,17 +34,8 @@ std::string mpirun_prefix(int np) {
 
 // `marin ARGS` under mpirun with np ranks (np = 0: the plain binary, no MPI launcher).
 RunResult mpirun(int np, const std::string& args) {
-  RunResult r;
-  const std::string cmd =
-      (np == 0 ? std::string(MARIN_BIN) : mpirun_prefix(np)) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return marin::testing::run_shell((np == 0 ? std::string(MARIN_BIN) : mpirun_prefix(np)) + " " +
+                                   args);
 }
 
 marin::SafetensorsFile final_model(const std::string& run_dir) {

@@ -27,22 +27,26 @@ ExpertRows<T> LocalDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 
 }
 
 template <class T>
-void LocalDispatcher<T>::combine(const Routing<T>& r, T* R) {
-  // R_t = Σ_k keep·w_k·FFN_{e_k}(Z_t), token-parallel (no write races).
+void LocalDispatcher<T>::sum_slots(const T* grouped, const T* w, T* out) const {
+  // out_t = Σ_k keep·w_k·grouped[row of (t, k)], token-parallel (no write races); w null: 1.
   const i64 l = l_, K = K_;
-  const T* w = r.weight.data();
 #pragma omp parallel for schedule(static)
   for (i64 t = 0; t < rows_; ++t) {
-    T* Rt = R + t * l;
-    for (i64 i = 0; i < l; ++i) Rt[i] = 0;
+    T* ot = out + t * l;
+    for (i64 i = 0; i < l; ++i) ot[i] = 0;
     for (i64 k = 0; k < K; ++k) {
       const i64 row = plan_.slot_row[t * K + k];
-      if (row < 0) continue;  // dropped by a capacity-limited transport
-      const T wk = w[t * K + k];
-      const T* y = yg_.data() + row * l;
-      for (i64 i = 0; i < l; ++i) Rt[i] += wk * y[i];
+      if (row < 0) continue;  // dropped by the transport
+      const T wk = w ? w[t * K + k] : T(1);
+      const T* y = grouped + row * l;
+      for (i64 i = 0; i < l; ++i) ot[i] += wk * y[i];
     }
   }
+}
+
+template <class T>
+void LocalDispatcher<T>::combine(const Routing<T>& r, T* R) {
+  sum_slots(yg_.data(), r.weight.data(), R);  // R_t = Σ_k keep·w_k·FFN_{e_k}(Z_t)
 }
 
 template <class T>
@@ -76,19 +80,7 @@ const T* LocalDispatcher<T>::combine_backward(const Routing<T>& r, const T* dR, 
 
 template <class T>
 void LocalDispatcher<T>::dispatch_backward(const T* dxg, T* dz) {
-  // Scatter-add the dispatched rows back to their tokens (token-parallel via slot_row).
-  const i64 l = l_, K = K_;
-#pragma omp parallel for schedule(static)
-  for (i64 t = 0; t < rows_; ++t) {
-    T* dzt = dz + t * l;
-    for (i64 i = 0; i < l; ++i) dzt[i] = 0;
-    for (i64 k = 0; k < K; ++k) {
-      const i64 row = plan_.slot_row[t * K + k];
-      if (row < 0) continue;
-      const T* g = dxg + row * l;
-      for (i64 i = 0; i < l; ++i) dzt[i] += g[i];
-    }
-  }
+  sum_slots(dxg, nullptr, dz);  // the dual of the gather: add each row back to its token
 }
 
 template class LocalDispatcher<float>;

@@ -62,6 +62,8 @@ class LocalDispatcher final : public TokenDispatcher<T> {
   void begin_step(i64 tokens) override { plan_.begin_step(tokens); }
 
  private:
+  // out [rows, ℓ] = per token, the sum over its kept slots of w·grouped[row] (w null: 1).
+  void sum_slots(const T* grouped, const T* w, T* out) const;
   i64 l_ = 0, K_ = 0, rows_ = 0;
   DispatchPlan plan_;
   Buffer<T> xg_, yg_;  // [assignments, ℓ]: expert inputs and outputs, grouped by expert
