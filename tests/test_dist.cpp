@@ -196,8 +196,9 @@ TEST(DataParallel, CheckpointsDoNotKnowTheRankCount) {
   EXPECT_TRUE(final_weights(tmp.str("two")) == final_weights(tmp.str("two-again")));
   // The optimizer state gathered from the shards is the one-process layout: an N → N resume
   // wrote the same bytes.
-  EXPECT_TRUE(marin::read_file(tmp.str("two/checkpoints/step-00000012/optimizer.safetensors")) ==
-              marin::read_file(tmp.str("two-again/checkpoints/step-00000012/optimizer.safetensors")));
+  EXPECT_TRUE(
+      marin::read_file(tmp.str("two/checkpoints/step-00000012/optimizer.safetensors")) ==
+      marin::read_file(tmp.str("two-again/checkpoints/step-00000012/optimizer.safetensors")));
   // N → M: 2 → 1 and 2 → 4 resume, and a fork at 4 ranks, meet the one-process tolerance.
   for (int np : {1, 4}) {
     const std::string dir = tmp.str(fmt::format("two-to-{}", np));
@@ -221,8 +222,10 @@ TEST(DataParallel, CheckpointsDoNotKnowTheRankCount) {
 TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
   TempDir tmp("dp-kill");
   write_rows(tmp.str("rows.bin"), 64);
-  const std::string args = " train --preset tiny --batch 8 --steps 100 --seed 5 --ckpt-every 5 "
-                           "--tokens " + tmp.str("rows.bin") + " --out ";
+  const std::string args =
+      " train --preset tiny --batch 8 --steps 100 --seed 5 --ckpt-every 5 "
+      "--tokens " +
+      tmp.str("rows.bin") + " --out ";
   auto r = mpirun(2, args.substr(1) + tmp.str("straight"));
   ASSERT_EQ(r.code, 0) << r.out;
   // The same job in the background; once it has run a while, SIGKILL its rank 1.
@@ -258,8 +261,7 @@ TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
   kill(victim, SIGKILL);
   int status = 0;
   waitpid(job, &status, 0);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(secs, 20.0) << "a killed rank must end the job, not leave rank 0 waiting";
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the job must fail";
   const auto m = metrics(run_dir);
@@ -301,11 +303,10 @@ TEST(DataParallel, EvalAndScoreSplitOverRanksGiveTheSameReport) {
                          tmp.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string ckpt = tmp.str("run/checkpoints/step-00000006");
-  const std::string eval = "eval --checkpoint " + ckpt + " --tokens " + tmp.str("tokens") +
-                           " --corpus " + std::string(MARIN_SOURCE_DIR) + "/data/fixture" +
-                           " --mixture " + mix + " --train-corpus " +
-                           std::string(MARIN_SOURCE_DIR) + "/data/fixture --max-tokens 3000" +
-                           " --quiet --json ";
+  const std::string eval =
+      "eval --checkpoint " + ckpt + " --tokens " + tmp.str("tokens") + " --corpus " +
+      std::string(MARIN_SOURCE_DIR) + "/data/fixture" + " --mixture " + mix + " --train-corpus " +
+      std::string(MARIN_SOURCE_DIR) + "/data/fixture --max-tokens 3000" + " --quiet --json ";
   r = mpirun(0, eval + tmp.str("one.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   r = mpirun(2, eval + tmp.str("two.json"));
@@ -346,8 +347,7 @@ TEST(DataParallel, PooledToDroplessSwitchOnResume) {
   TempDir tmp("dp-switch");
   write_rows(tmp.str("rows.bin"), 64);
   const std::string base = "train --preset tiny --batch 8 --steps 40 --seed 5 --keep-every 20 " +
-                           std::string("--set capacity_factor=1.0 --tokens ") +
-                           tmp.str("rows.bin");
+                           std::string("--set capacity_factor=1.0 --tokens ") + tmp.str("rows.bin");
   auto r = mpirun(2, base + " --transport pooled --waves 3 --out " + tmp.str("pooled"));
   ASSERT_EQ(r.code, 0) << r.out;
   fs::copy(tmp.str("pooled"), tmp.str("switched"), fs::copy_options::recursive);
@@ -363,8 +363,7 @@ TEST(DataParallel, PooledToDroplessSwitchOnResume) {
   ASSERT_EQ(m.size(), 40u);
   double before = 0, after = 0;
   for (size_t i = 0; i < m.size(); ++i)
-    for (auto& l : m[i]["router"])
-      (i < 20 ? before : after) += l["drop_fraction"].get<double>();
+    for (auto& l : m[i]["router"]) (i < 20 ? before : after) += l["drop_fraction"].get<double>();
   EXPECT_GT(before, 0) << "the pooled phase should drop";
   EXPECT_EQ(after, 0) << "dropless drops nothing";
   const json run = json::parse(marin::read_file(tmp.str("switched/run.json")));
@@ -396,7 +395,8 @@ TEST(DataParallel, LadderRungsTrainAndScoreOnTwoRanks) {
                   1e-12 * ca[k]["loss"].get<double>())
           << "rung " << i << " point " << k;
     const std::string rung = a["rungs"][i]["name"];
-    EXPECT_TRUE(final_weights(tmp.str("one/rung-" + rung)) == final_weights(tmp.str("two/rung-" + rung)))
+    EXPECT_TRUE(final_weights(tmp.str("one/rung-" + rung)) ==
+                final_weights(tmp.str("two/rung-" + rung)))
         << rung;
   }
 }

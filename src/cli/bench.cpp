@@ -142,7 +142,9 @@ int bench_model(BenchOptions o) {
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   nlohmann::json j = {{"preset", o.model.preset},
                       {"cpu", cpu_model_name()},
-                      {"isa", peak.lanes == 16 ? "avx512" : peak.lanes == 8 ? "avx2" : "scalar"},
+                      {"isa", peak.lanes == 16  ? "avx512"
+                              : peak.lanes == 8 ? "avx2"
+                                                : "scalar"},
                       {"batch", o.batch},
                       {"seq_len", c.seq_len},
                       {"ranks", world.size()},

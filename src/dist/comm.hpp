@@ -20,15 +20,25 @@ enum class Op { Sum, Max, Min };
 template <class T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::F32; }
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
 template <>
-constexpr DType dtype_of<double>() { return DType::F64; }
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
 template <>
-constexpr DType dtype_of<int64_t>() { return DType::I64; }
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::I32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
 template <>
-constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+constexpr DType dtype_of<uint8_t>() {
+  return DType::U8;
+}
 size_t dtype_size(DType t);
 
 class Comm {
@@ -95,8 +105,7 @@ class Comm {
     return out;
   }
   template <class T>
-  void allgatherv(const T* send, int64_t n, T* recv, const int64_t* counts,
-                  const int64_t* displs) {
+  void allgatherv(const T* send, int64_t n, T* recv, const int64_t* counts, const int64_t* displs) {
     allgatherv_raw(send, n, recv, counts, displs, dtype_of<T>());
   }
   template <class T>

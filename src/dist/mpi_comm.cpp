@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "core/error.hpp"
@@ -83,8 +83,8 @@ class MpiComm final : public Comm {
     char* p = static_cast<char*>(data);
     const int64_t es = int64_t(dtype_size(t));
     for (int64_t i = 0; i < n; i += kChunk)
-      MPI_Allreduce(MPI_IN_PLACE, p + i * es, int(std::min(kChunk, n - i)), mpi_type(t),
-                    mpi_op(op), c_);
+      MPI_Allreduce(MPI_IN_PLACE, p + i * es, int(std::min(kChunk, n - i)), mpi_type(t), mpi_op(op),
+                    c_);
   }
   void allgatherv_raw(const void* send, int64_t n, void* recv, const int64_t* counts,
                       const int64_t* displs, DType t) override {
@@ -98,7 +98,8 @@ class MpiComm final : public Comm {
   void gatherv_raw(const void* send, int64_t n, void* recv, const int64_t* counts,
                    const int64_t* displs, DType t, int root) override {
     std::vector<int> rc, rd;
-    if (rank_ == root) rc = as_ints(counts, size_, "gatherv"), rd = as_ints(displs, size_, "gatherv");
+    if (rank_ == root)
+      rc = as_ints(counts, size_, "gatherv"), rd = as_ints(displs, size_, "gatherv");
     MPI_Gatherv(send, as_int(n, "gatherv"), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t),
                 root, c_);
   }

@@ -63,7 +63,7 @@ class Optimizer {
   OptimConfig cfg_;
   dist::Comm* group_;
   std::vector<dist::Range> shards_;  // per rank of the group
-  Buffer<float> m_, v_, work_;        // m_, v_: this rank's shard only
+  Buffer<float> m_, v_, work_;       // m_, v_: this rank's shard only
   double gather_seconds_ = 0;
 };
 

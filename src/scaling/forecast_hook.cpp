@@ -8,8 +8,7 @@
 
 namespace marin::scaling {
 
-ForecastHook::ForecastHook(Trainer& t)
-    : tracker_(t.options().forecast, t.options().steps) {
+ForecastHook::ForecastHook(Trainer& t) : tracker_(t.options().forecast, t.options().steps) {
   const TrainOptions& o = t.options();
   for (int64_t s : tracker_.steps()) steps_.insert(s);
   macro_ = tracker_.metric() == "macro_loss";

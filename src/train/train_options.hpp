@@ -14,7 +14,7 @@ namespace marin {
 struct TrainOptions {
   ModelConfig model;
   std::string preset;
-  int batch = 8;        // global batch: rows per step over all data-parallel ranks
+  int batch = 8;  // global batch: rows per step over all data-parallel ranks
   // Rows per forward pass: the step is batch / micro_batch micro-batches whose gradients are
   // summed exactly, the unit of data parallelism (the rank count must divide their number).
   // Part of the run: it fixes the numerics, the rank count does not. 0: default_micro_batch.
@@ -23,7 +23,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   OptimConfig optim;  // learning rates 0 → the §5 rule
   Transport transport = Transport::Dropless;
-  int64_t waves = 3;  // of the pooled transport (W)
+  int64_t waves = 3;       // of the pooled transport (W)
   bool qb = true;          // QB router balancing (recipe §4)
   int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)

@@ -147,13 +147,13 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   // rank count (a checkpoint from before it was recorded gets the default).
   if (opt_.micro_batch <= 0) opt_.micro_batch = default_micro_batch(o.batch);
   micro_ = opt_.micro_batch;
-  if (o.batch % micro_ != 0)
-    fail("--micro-batch {} does not divide --batch {}", micro_, o.batch);
+  if (o.batch % micro_ != 0) fail("--micro-batch {} does not divide --batch {}", micro_, o.batch);
   units_ = o.batch / micro_;
   if (units_ % N != 0)
-    fail("--batch {} cannot be split over {} ranks: it is {} micro-batches of {} rows "
-         "(--micro-batch), and the rank count must divide that number",
-         o.batch, N, units_, micro_);
+    fail(
+        "--batch {} cannot be split over {} ranks: it is {} micro-batches of {} rows "
+        "(--micro-batch), and the rank count must divide that number",
+        o.batch, N, units_, micro_);
   local_units_ = units_ / N;
   if (comm_->is_root()) {
     std::error_code ec;
@@ -170,8 +170,8 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   for (auto& p : partials_) p.resize(size_t(model_->table().total()));
   std::vector<dist::Segment> segments;
   for (auto& p : model_->table().params()) segments.push_back({p.offset, p.size});
-  grad_sum_ = std::make_unique<dist::ExactSum>(segments, model_->table().total(),
-                                               optimizer_->shards());
+  grad_sum_ =
+      std::make_unique<dist::ExactSum>(segments, model_->table().total(), optimizer_->shards());
   data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--tokens or --data)");
   valid_ = make_batch_source(o.valid, o);
@@ -197,9 +197,10 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
   opts.resolve_hparams();
   // The checkpoint's model is checked before anything (data included) is sized from the options.
   if (!init_dir.empty() && load_config(init_dir).to_json() != opts.model.to_json())
-    fail("{}/config.json does not match the run's model configuration (give no --preset, "
-         "--config or --set with --init to train the checkpoint's own model)",
-         init_dir);
+    fail(
+        "{}/config.json does not match the run's model configuration (give no --preset, "
+        "--config or --set with --init to train the checkpoint's own model)",
+        init_dir);
   setup(opts, run_dir, comm);
   if (!init_dir.empty()) {
     load_params(init_dir, model_->table(), model_->params().data());
@@ -261,8 +262,7 @@ std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::s
                  {"at_step", st.step},
                  {"parent_options", st.options.to_json()},
                  {"parent_lineage", st.lineage}};
-  if (t->is_root())
-    write_file_atomic(run_dir + "/lineage.json", t->lineage_.dump(2) + "\n");
+  if (t->is_root()) write_file_atomic(run_dir + "/lineage.json", t->lineage_.dump(2) + "\n");
   return t;
 }
 
@@ -351,7 +351,7 @@ StepResult Trainer::train_step() {
   out.loss = s;
   out.finite = grads_finite && std::isfinite(s.loss);
   nlohmann::json& m = out.metrics;
-  m = {{"step", step_}, {"loss", s.loss}, {"ce", s.ce},
+  m = {{"step", step_}, {"loss", s.loss},     {"ce", s.ce},
        {"z", s.z},      {"tokens", s.tokens}, {"world_size", comm_->size()}};
   const LearningRates lr = optimizer_->rates(step_);
   m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
@@ -425,13 +425,12 @@ TrainResult Trainer::run() {
     for (size_t i = 0; i < old_handlers.size(); ++i) std::signal(kStopSignals[i], old_handlers[i]);
   };
   if (is_root())
-    write_file_atomic(run_dir_ + "/run.json",
-                      nlohmann::json({{"options", opt_.to_json()},
-                                      {"lineage", lineage_},
-                                      {"world_size", comm_->size()},
-                                      {"comm", comm_->backend()}})
-                              .dump(2) +
-                          "\n");
+    write_file_atomic(run_dir_ + "/run.json", nlohmann::json({{"options", opt_.to_json()},
+                                                              {"lineage", lineage_},
+                                                              {"world_size", comm_->size()},
+                                                              {"comm", comm_->backend()}})
+                                                      .dump(2) +
+                                                  "\n");
   const bool tty = is_root() && isatty(fileno(stderr));
   const ModelConfig& c = opt_.model;
   const int64_t tokens_per_step = int64_t(opt_.batch) * c.seq_len;
@@ -465,8 +464,8 @@ TrainResult Trainer::run() {
           "is {}",
           bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
     }
-    const bool eval_now = valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) ||
-                                     step_ == opt_.steps);
+    const bool eval_now =
+        valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) || step_ == opt_.steps);
     if (eval_now) m["valid_ce"] = res.last_valid_ce = validate();
     if (opt_.eval_domains_every > 0 &&
         (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))
@@ -485,8 +484,8 @@ TrainResult Trainer::run() {
                  format_duration(elapsed), format_duration(double(opt_.steps - step_) / rate),
                  valid_note);
     } else if (is_root() && (step_ % 10 == 0 || step_ == opt_.steps || !valid_note.empty())) {
-      fmt::print(stderr, "step {}/{} loss {:.4f} {:.0f} tok/s{}\n", step_, opt_.steps,
-                 r.loss.loss, double(tokens_per_step) / dt, valid_note);
+      fmt::print(stderr, "step {}/{} loss {:.4f} {:.0f} tok/s{}\n", step_, opt_.steps, r.loss.loss,
+                 double(tokens_per_step) / dt, valid_note);
     }
     // Stop together: a signal may reach only some ranks, and each rank's clock differs.
     int stop[2] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s};

@@ -2,10 +2,11 @@
 // The training loop. One step (Trainer::train_step) is: the next global batch → this rank's
 // micro-batches → forward/backward of each → their gradients summed exactly over micro-batches
 // and ranks (dist::ExactSum; each rank receives its optimizer shard) → global finite check → the
-// sharded optimizer (parameters all-gathered) → QB bias from global histograms. Around it run() calls the hooks (validation, per-domain
-// evaluation, anything a caller adds, e.g. scaling::ForecastHook), writes metrics and
-// checkpoints (rank 0), and handles faults: non-finite steps are skipped and reported; SIGINT,
-// SIGTERM and SIGUSR1 save a checkpoint and exit cleanly on every rank together.
+// sharded optimizer (parameters all-gathered) → QB bias from global histograms. Around it run()
+// calls the hooks (validation, per-domain evaluation, anything a caller adds, e.g.
+// scaling::ForecastHook), writes metrics and checkpoints (rank 0), and handles faults: non-finite
+// steps are skipped and reported; SIGINT, SIGTERM and SIGUSR1 save a checkpoint and exit cleanly on
+// every rank together.
 //
 // Data parallelism (docs/distributed.md): the global batch of B rows that one process would read
 // is U = B / micro_batch micro-batches; with N ranks (N divides U) rank r computes micro-batches
@@ -42,11 +43,11 @@ struct TrainResult {
 
 // What one optimizer step did (identical on every rank).
 struct StepResult {
-  LossStats loss;        // over the global batch
-  bool finite = true;    // false: the update was skipped
-  nlohmann::json metrics;  // the step's metrics line so far
-  double comm_seconds = 0;   // in collectives: the gradient sum and the parameter all-gather
-  int64_t comm_bytes = 0;    // sent per rank by those collectives (0 on one rank)
+  LossStats loss;           // over the global batch
+  bool finite = true;       // false: the update was skipped
+  nlohmann::json metrics;   // the step's metrics line so far
+  double comm_seconds = 0;  // in collectives: the gradient sum and the parameter all-gather
+  int64_t comm_bytes = 0;   // sent per rank by those collectives (0 on one rank)
 };
 
 class Trainer;

@@ -7,16 +7,18 @@
 #include <numeric>
 
 #include "dist/comm.hpp"
+#include "model/config.hpp"
 #include "model/moe/dispatcher.hpp"
 #include "model/params.hpp"
-#include "model/config.hpp"
 #include "optim/optimizer.hpp"
 
 using namespace marin;
 using dist::Comm;
 
 namespace {
-Comm& W() { return dist::world(); }
+Comm& W() {
+  return dist::world();
+}
 }  // namespace
 
 TEST(Comm, LaunchedByMpirunIsMpi) {
@@ -67,7 +69,8 @@ TEST(Comm, AllgathervGathervAndInPlace) {
 TEST(Comm, AlltoallvWithEmptyMessages) {
   const int r = W().rank(), n = W().size();
   // Rank r sends q elements (value 100r + q) to rank q: rank 0 receives nothing.
-  std::vector<int64_t> sc(static_cast<size_t>(n)), sd(static_cast<size_t>(n)), rc(static_cast<size_t>(n)), rd(static_cast<size_t>(n));
+  std::vector<int64_t> sc(static_cast<size_t>(n)), sd(static_cast<size_t>(n)),
+      rc(static_cast<size_t>(n)), rd(static_cast<size_t>(n));
   std::vector<int32_t> send;
   for (int q = 0; q < n; ++q) {
     sc[size_t(q)] = q, sd[size_t(q)] = int64_t(send.size());

@@ -53,7 +53,7 @@ struct DispatchPlan {
   Buffer<int64_t> wave_rank;  // [E·W] pooled: rows per (expert, wave) seen at the receiver
   int64_t kept = 0, dropped = 0;
   int64_t sender_dropped = 0, receiver_dropped = 0;  // pooled: where the drops happened
-  int64_t step_assignments = 0;  // T·K of the whole step (0: this build alone)
+  int64_t step_assignments = 0;                      // T·K of the whole step (0: this build alone)
 
   void reserve(int64_t max_rows, int64_t E, int64_t K);
   // A step of `tokens` tokens begins: capacity from T = tokens, no arrivals yet.

@@ -4,8 +4,8 @@
 // dispatcher's weighted combine → latent up-projection. The three MoE pieces are separate, as in
 // Megatron-Core: Router, TokenDispatcher (model/moe/token_dispatcher.hpp), GroupedExperts.
 // The shared experts are separate (model/block) since they run on the full-width input.
-#include "core/arena.hpp"
 #include <memory>
+#include "core/arena.hpp"
 
 #include "model/moe/experts.hpp"
 #include "model/moe/router.hpp"
