@@ -373,7 +373,7 @@ TEST(DataParallel, PooledToDroplessSwitchOnResume) {
   EXPECT_EQ(run["lineage"]["switches"][0]["from"], "pooled");
 }
 
-TEST(DataParallel, LadderRungsTrainAndScoreOnTwoRanks) {
+TEST(DataParallel, LadderRungsAndAForecastTargetOnTwoRanks) {
   TempDir tmp("dp-ladder");
   write_rows(tmp.str("train.bin"), 256, 64, 512, 7);
   write_rows(tmp.str("valid.bin"), 16, 64, 512, 99);
@@ -399,6 +399,25 @@ TEST(DataParallel, LadderRungsTrainAndScoreOnTwoRanks) {
                 final_weights(tmp.str("two/rung-" + rung)))
         << rung;
   }
+  // The target run tracked against a forecast of this ladder, at 2 ranks: the same report.
+  const std::string fc = tmp.str("forecast.json");
+  r = mpirun(0, "forecast --ladder " + tmp.str("one") +
+                    " --preset tiny --target-steps 40 --target-batch 4 --l-inf 0 --out " + fc);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string target = "train --preset tiny --batch 4 --steps 40 --tokens " +
+                             tmp.str("train.bin") + " --valid-tokens " + tmp.str("valid.bin") +
+                             " --forecast " + fc + " --out ";
+  r = mpirun(0, target + tmp.str("target1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, target + tmp.str("target2"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("forecast: predicted"), std::string::npos) << r.out;
+  const json r1 = json::parse(marin::read_file(tmp.str("target1/forecast_report.json")));
+  const json r2 = json::parse(marin::read_file(tmp.str("target2/forecast_report.json")));
+  EXPECT_EQ(r1["verdict"], r2["verdict"]);
+  EXPECT_NEAR(r1["actual"].get<double>(), r2["actual"].get<double>(),
+              1e-12 * r1["actual"].get<double>());
+  EXPECT_TRUE(final_weights(tmp.str("target1")) == final_weights(tmp.str("target2")));
 }
 
 TEST(Layout, MpiOnlyInDistAndTrainDoesNotIncludeScaling) {
