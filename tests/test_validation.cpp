@@ -5,11 +5,8 @@
 // where it can be, and fails with a message naming the field, option or file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <climits>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,17 +37,8 @@ bool has(const std::string& text, const std::string& part) {
 
 // `marin ARGS` killed after `seconds` (a hang reads as exit code 124, not as a stuck suite).
 RunResult run_with_timeout(const std::string& args, int seconds = 30) {
-  RunResult r;
-  const std::string cmd =
-      "timeout " + std::to_string(seconds) + " " + std::string(MARIN_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return marin::testing::run_shell("timeout " + std::to_string(seconds) + " " +
+                                   std::string(MARIN_BIN) + " " + args);
 }
 
 // A model config as a TOML file with every field of `c` except `drop`.
