@@ -125,14 +125,16 @@ std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const
     // The validation split of the given domains, in order (the same rows at every evaluation).
     const std::string dir = spec.at("tokens").get<std::string>();
     const TokenManifest m = TokenManifest::load(dir);
-    std::vector<std::string> paths;
-    for (auto& d : spec.at("domains"))
-      for (auto& sh : m.find(d.get<std::string>(), "valid")) paths.push_back(m.path(sh));
-    if (paths.empty())
-      fail("{}: no validation shards for domains {}", dir, spec.at("domains").dump());
     const uint64_t hash =
         o.tokenizer.empty() ? m.tokenizer_hash : Tokenizer::load(o.tokenizer).hash();
-    return std::make_unique<ValidationSource>(paths, c.seq_len, hash, uint32_t(c.vocab_size));
+    // Each shard cross-checked against the manifest (vocabulary, documents, tokens, bytes).
+    std::vector<TokenShard> shards;
+    for (auto& d : spec.at("domains"))
+      for (auto& sh : m.find(d.get<std::string>(), "valid"))
+        shards.push_back(m.open(sh, hash, uint32_t(c.vocab_size)));
+    if (shards.empty())
+      fail("{}: no validation shards for domains {}", dir, spec.at("domains").dump());
+    return std::make_unique<ValidationSource>(std::move(shards), c.seq_len);
   }
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
 }
