@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
-#include "core/fileio.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "data/tokenizer/bench.hpp"

@@ -13,7 +13,7 @@ ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<Ran
       shards_(std::move(shards)),
       max_(segs_.size(), 0.0) {
   int64_t covered = 0;
-  for (auto& r : shards_) covered += r.size();
+  for (auto& r : shards_) covered += r.size(), shard_sizes_.push_back(r.size());
   MARIN_CHECK(covered == total, "exact sum: shards cover {} of {} elements", covered, total);
   acc_.resize(size_t(total));
 }
@@ -54,9 +54,7 @@ bool ExactSum::reduce(std::span<const float* const> partials, int64_t units, Com
     }
   }
   // 3. Exact integer sum over the ranks, each receiving its shard.
-  std::vector<int64_t> counts;
-  for (auto& r : shards_) counts.push_back(r.size());
-  if (comm.size() > 1) comm.reduce_scatter(acc_.data(), counts.data());
+  if (comm.size() > 1) comm.reduce_scatter(acc_.data(), shard_sizes_.data());
   // 4. One rounding back to float.
   const Range own = shards_[size_t(comm.rank())];
   for (size_t s = 0; s < segs_.size(); ++s) {

@@ -38,7 +38,8 @@ class ExactSum {
   std::vector<Segment> segs_;
   int64_t total_;
   std::vector<Range> shards_;
-  std::vector<double> max_;  // per segment
+  std::vector<int64_t> shard_sizes_;  // the reduce-scatter's counts
+  std::vector<double> max_;           // per segment
   Buffer<int64_t> acc_;
 };
 

@@ -468,11 +468,12 @@ TrainResult Trainer::run() {
     }
     const bool eval_now =
         valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) || step_ == opt_.steps);
-    if (eval_now) m["valid_ce"] = res.last_valid_ce = validate();
+    if (eval_now) m["valid_ce"] = validate();
     if (opt_.eval_domains_every > 0 &&
         (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))
-      m["eval"] = res.last_eval = evaluate_domains();
+      m["eval"] = evaluate_domains();
     for (auto& h : hooks_) h->after_step(*this, m);
+    // What this step measured, from the loop or a hook.
     if (m.contains("valid_ce")) res.last_valid_ce = m["valid_ce"].get<double>();
     if (m.contains("eval")) res.last_eval = m["eval"];
     write_metrics(m);
