@@ -41,7 +41,7 @@ std::string cpu_model_name() {
 struct BenchOptions {
   std::string what = "model";
   ModelOptions model;
-  int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0;
+  int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
   bool json = false, train = false;
   std::string vocab;
   std::vector<std::string> files;
@@ -86,11 +86,12 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   t.model = c;
   t.batch = o.batch;
   t.micro_batch = o.micro_batch;
+  t.ep = o.ep;
   t.steps = 1000;
   t.seed = 1;
   t.data = {{"kind", "rows"}, {"path", rows}};
-  std::vector<double> step, comm, ns;
-  int64_t bytes = 0;
+  std::vector<double> step, comm, ns, a2a;
+  int64_t bytes = 0, a2a_bytes = 0;
   {
     Trainer trainer(t, dir + "/run", "", &world);
     for (int i = 0; i < o.warmup + o.iters; ++i) {
@@ -98,6 +99,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
       const StepResult r = trainer.train_step();
       if (i < o.warmup) continue;
       step.push_back(timer.seconds()), comm.push_back(r.comm_seconds), bytes = r.comm_bytes;
+      a2a.push_back(r.all_to_all_seconds), a2a_bytes = r.all_to_all_bytes;
     }
     // Newton–Schulz of every MuonH tensor on the last gradients (all of them, on one rank).
     Model<float>& m = trainer.model();
@@ -124,6 +126,9 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
           {"comm_fraction", median(comm) / t_med},
           {"comm_bytes_per_rank", bytes},
           {"micro_batch", t.micro_batch},
+          {"ep", t.ep},
+          {"all_to_all_seconds_median", median(a2a)},
+          {"all_to_all_bytes_per_rank", a2a_bytes},
           {"newton_schulz_seconds_median", median(ns)},
           {"newton_schulz_fraction_of_step", median(ns) / t_med}};
 }
@@ -193,6 +198,11 @@ int bench_model(BenchOptions o) {
         j["comm_seconds_median"].get<double>() * 1e3, 100 * j["comm_fraction"].get<double>(),
         double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
         100 * j["newton_schulz_fraction_of_step"].get<double>());
+    if (j["ep"].get<int>() > 1)
+      fmt::print(
+          "expert parallelism {}: all-to-all median {:.1f} ms per step, {:.1f} MB sent per rank\n",
+          j["ep"].get<int>(), j["all_to_all_seconds_median"].get<double>() * 1e3,
+          double(j["all_to_all_bytes_per_rank"].get<int64_t>()) / 1e6);
   } else {
     fmt::print("{} batch {}×{}: forward+backward median {:.1f} ms (forward {:.1f} ms)\n",
                o.model.preset, o.batch, c.seq_len, t_med * 1e3,
@@ -230,6 +240,7 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                     ->default_val(8);
                 app.add_option("--micro-batch", o->micro_batch,
                                "--train: rows per forward (default as marin train)");
+                app.add_option("--ep", o->ep, "--train: expert parallelism (as marin train)");
                 app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
                 app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
                 app.add_option("--threads", o->threads, "OpenMP threads (default: all)");

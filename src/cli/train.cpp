@@ -25,6 +25,7 @@ struct TrainCli {
   bool gate_router_wd = false, no_qb = false;
   int max_bad_steps = 3;
   int64_t waves = 3;
+  int ep = 1;
   std::vector<int64_t> inject_nan;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->count(flag) > 0; }
@@ -78,6 +79,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--gate-router-wd")) o.optim.gate_router_wd = a.gate_router_wd;
   if (want("--transport")) o.transport = parse_transport(a.transport);
   if (want("--waves")) o.waves = a.waves;
+  if (want("--ep")) o.ep = a.ep;
   if (want("--no-qb")) o.qb = !a.no_qb;
   if (want("--ckpt-every")) o.ckpt_every = a.ckpt_every;
   if (want("--keep-every")) o.keep_every = a.keep_every;
@@ -93,12 +95,14 @@ int run_train(const TrainCli& a) {
   std::unique_ptr<Trainer> t;
   if (!a.resume.empty()) {
     if (a.given("--micro-batch"))
-      fail("--micro-batch fixes a run's numerics and cannot change on --resume (use --fork-from "
-           "with --micro-batch for a new run from the checkpoint)");
+      fail(
+          "--micro-batch fixes a run's numerics and cannot change on --resume (use --fork-from "
+          "with --micro-batch for a new run from the checkpoint)");
     ResumeChanges changes;
     changes.time_limit_s = a.time_limit;
     if (a.given("--transport")) changes.transport = parse_transport(a.transport);
     if (a.given("--waves")) changes.waves = a.waves;
+    if (a.given("--ep")) changes.ep = a.ep;
     t = Trainer::resume(a.resume, nullptr, changes);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");
@@ -179,6 +183,10 @@ MARIN_COMMAND(
           ->check(CLI::IsMember({"dropless", "capacity", "pooled"}));
       app.add_option("--waves", a->waves, "waves of the pooled transport (may change on --resume)")
           ->check(CLI::Range(int64_t(1), int64_t(64)));
+      app.add_option("--ep", a->ep,
+                     "expert parallelism: split the routed experts over groups of P ranks "
+                     "(P divides the rank count and num_experts; may change on --resume)")
+          ->check(CLI::Range(1, 1 << 20));
       app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
       app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps")
           ->check(period_range());

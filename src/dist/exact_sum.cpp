@@ -7,28 +7,39 @@
 
 namespace marin::dist {
 
-ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<Range> shards)
+ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions)
     : segs_(std::move(segments)),
       total_(total),
-      shards_(std::move(shards)),
+      regions_(std::move(regions)),
       max_(segs_.size(), 0.0) {
-  int64_t covered = 0;
-  for (auto& r : shards_) covered += r.size(), shard_sizes_.push_back(r.size());
-  MARIN_CHECK(covered == total, "exact sum: shards cover {} of {} elements", covered, total);
+  int64_t at = 0;
+  for (auto& w : regions_) {
+    MARIN_CHECK(w.range.begin == at, "exact sum: regions must tile the buffer in order");
+    at = w.range.end;
+    int64_t covered = 0;
+    std::vector<int64_t> sizes;
+    for (auto& r : w.shards) covered += r.size(), sizes.push_back(r.size());
+    MARIN_CHECK(covered == w.range.size(), "exact sum: shards cover {} of {} elements", covered,
+                w.range.size());
+    shard_sizes_.push_back(std::move(sizes));
+  }
+  MARIN_CHECK(at == total, "exact sum: regions cover {} of {} elements", at, total);
   acc_.resize(size_t(total));
 }
 
-bool ExactSum::reduce(std::span<const float* const> partials, int64_t units, Comm& comm,
-                      float* out) {
-  MARIN_CHECK(units >= 1 && int64_t(partials.size()) <= units,
-              "exact sum: {} local partials of {} units", partials.size(), units);
+bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& world, float* out) {
+  MARIN_CHECK(units >= 1, "exact sum: {} units", units);
+  auto covering = [&](const Segment& g, const Partial& p) {
+    return g.offset >= p.covers.begin && g.offset + g.size <= p.covers.end;
+  };
   // 1. Per-tensor global max |x| (+inf for a non-finite value: the step is skipped).
   const double inf = std::numeric_limits<double>::infinity();
   for (size_t s = 0; s < segs_.size(); ++s) {
     float m = 0;
     bool finite = true;
-    for (const float* p : partials) {
-      const float* x = p + segs_[s].offset;
+    for (const Partial& p : partials) {
+      if (!covering(segs_[s], p)) continue;
+      const float* x = p.data + (segs_[s].offset - p.covers.begin);
       for (int64_t i = 0; i < segs_[s].size; ++i) {
         const float a = std::fabs(x[i]);
         finite &= std::isfinite(a);
@@ -37,7 +48,7 @@ bool ExactSum::reduce(std::span<const float* const> partials, int64_t units, Com
     }
     max_[s] = finite ? double(m) : inf;
   }
-  comm.allreduce(max_.data(), int64_t(max_.size()), Op::Max);
+  world.allreduce(max_.data(), int64_t(max_.size()), Op::Max);
   for (double m : max_)
     if (!(m < inf)) return false;
   // 2. Fixed point: |x|·2^shift < 2^62 / 2^ceil(log2 units), so any sum of `units` terms fits.
@@ -48,21 +59,28 @@ bool ExactSum::reduce(std::span<const float* const> partials, int64_t units, Com
     if (max_[s] == 0) continue;  // all zero: the sum is zero
     const double scale = std::ldexp(1.0, shift_of(max_[s]));
     int64_t* a = acc_.data() + segs_[s].offset;
-    for (const float* p : partials) {
-      const float* x = p + segs_[s].offset;
+    for (const Partial& p : partials) {
+      if (!covering(segs_[s], p)) continue;
+      const float* x = p.data + (segs_[s].offset - p.covers.begin);
       for (int64_t i = 0; i < segs_[s].size; ++i) a[i] += std::llrint(double(x[i]) * scale);
     }
   }
-  // 3. Exact integer sum over the ranks, each receiving its shard.
-  if (comm.size() > 1) comm.reduce_scatter(acc_.data(), shard_sizes_.data());
+  // 3. Exact integer sum of each region over its group, each rank receiving its shard.
+  for (size_t w = 0; w < regions_.size(); ++w) {
+    Comm* g = regions_[w].group;
+    if (g && g->size() > 1)
+      g->reduce_scatter(acc_.data() + regions_[w].range.begin, shard_sizes_[w].data());
+  }
   // 4. One rounding back to float.
-  const Range own = shards_[size_t(comm.rank())];
-  for (size_t s = 0; s < segs_.size(); ++s) {
-    const int64_t b = std::max(own.begin, segs_[s].offset);
-    const int64_t e = std::min(own.end, segs_[s].offset + segs_[s].size);
-    if (b >= e) continue;
-    const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s]));
-    for (int64_t i = b; i < e; ++i) out[i] = float(double(acc_[i]) * inv);
+  for (auto& w : regions_) {
+    const Range own = w.shards[size_t(w.group ? w.group->rank() : 0)];
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      const int64_t b = std::max(own.begin, segs_[s].offset);
+      const int64_t e = std::min(own.end, segs_[s].offset + segs_[s].size);
+      if (b >= e) continue;
+      const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s]));
+      for (int64_t i = b; i < e; ++i) out[i] = float(double(acc_[i]) * inv);
+    }
   }
   return true;
 }

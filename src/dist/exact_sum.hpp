@@ -18,28 +18,50 @@
 
 namespace marin::dist {
 
+//
+// Expert parallelism splits the buffer into regions summed over different groups: the dense
+// tensors over every rank, an expert shard's slices over the data-parallel replicas that hold the
+// same shard (each expert's gradient of a micro-batch is computed where the expert lives). The
+// scale of a tensor still comes from its maximum over all ranks, so every layout rounds alike.
+
 struct Segment {
   int64_t offset = 0, size = 0;  // one tensor of the flat buffer (its own scale)
 };
 
+// A region of the buffer, the ranks that sum it (null: this process alone), and the
+// consecutive ranges of it the ranks of that group receive the sum of (Σ sizes = its size).
+struct SumRegion {
+  Range range;
+  Comm* group = nullptr;
+  std::vector<Range> shards;
+};
+
+// One partial gradient: the elements [covers.begin, covers.end) of the flat buffer, data[0] being
+// element covers.begin.
+struct Partial {
+  const float* data = nullptr;
+  Range covers;
+};
+
 class ExactSum {
  public:
-  // segments: the tensors of a flat buffer of `total` elements; shards: the consecutive
-  // ranges of that buffer each rank of `comm` receives the sum of (Σ sizes = total).
-  ExactSum(std::vector<Segment> segments, int64_t total, std::vector<Range> shards);
+  // segments: the tensors of a flat buffer of `total` elements, each inside one region; regions
+  // tile [0, total) in order.
+  ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions);
 
-  // partials: this rank's micro-batch gradients (each `total` elements); units: the number of
-  // micro-batches over all ranks. Writes the exact sum into out[shard of this rank] and returns
-  // true; returns false (out untouched) when any element of any partial is NaN or ±Inf.
-  // Collective over comm.
-  bool reduce(std::span<const float* const> partials, int64_t units, Comm& comm, float* out);
+  // partials: this rank's partial gradients (a micro-batch's, or an expert shard's part of one);
+  // each element of the buffer receives at most `units` partials over all ranks. Writes the exact
+  // sum into out[shard of this rank] of every region and returns true; returns false (out
+  // untouched) when any element of any partial is NaN or ±Inf. Collective over `world` (every
+  // rank of every region's group).
+  bool reduce(std::span<const Partial> partials, int64_t units, Comm& world, float* out);
 
  private:
   std::vector<Segment> segs_;
   int64_t total_;
-  std::vector<Range> shards_;
-  std::vector<int64_t> shard_sizes_;  // the reduce-scatter's counts
-  std::vector<double> max_;           // per segment
+  std::vector<SumRegion> regions_;
+  std::vector<std::vector<int64_t>> shard_sizes_;  // per region: the reduce-scatter's counts
+  std::vector<double> max_;                        // per segment
   Buffer<int64_t> acc_;
 };
 

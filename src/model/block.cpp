@@ -6,14 +6,15 @@
 namespace marin {
 
 template <class T>
-Block<T>::Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S)
+Block<T>::Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S,
+                const ExpertPlacement<T>& experts)
     : c_(c), S_(S) {
   const i64 rows = i64(B) * S, d = c.hidden_dim, r = c.gated_norm_rank;
   const std::string p = fmt::format("layers.{}.", layer);
   attn_norm_ = GatedRMSNorm<T>(bind, p + "attn_norm", p + "attn_gnorm", d, r, rows);
   mlp_norm_ = GatedRMSNorm<T>(bind, p + "mlp_norm", p + "mlp_gnorm", d, r, rows);
   attn_ = AttentionLayer<T>(bind, c, layer, B, S);
-  moe_ = MoELayer<T>(bind, c, layer, rows);
+  moe_ = MoELayer<T>(bind, c, layer, rows, experts);
   for (int64_t j = 0; j < c.num_shared_experts; ++j) {
     const std::string s = fmt::format("layers.{}.shared.{}.", layer, j);
     auto g = bind(s + "w_gate"), u = bind(s + "w_up"), dn = bind(s + "w_down");
@@ -28,11 +29,11 @@ Block<T>::Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int 
 }
 
 template <class T>
-i64 Block<T>::scratch(const ModelConfig& c, i64 rows) {
+i64 Block<T>::scratch(const ModelConfig& c, i64 rows, int expert_ranks) {
   const i64 d = c.hidden_dim;
-  const i64 inner = std::max({GatedRMSNorm<T>::scratch(d, c.gated_norm_rank, rows),
-                              AttentionLayer<T>::scratch(c, rows), MoELayer<T>::scratch(c, rows),
-                              3 * rows * c.shared_dim + 64});
+  const i64 inner = std::max(
+      {GatedRMSNorm<T>::scratch(d, c.gated_norm_rank, rows), AttentionLayer<T>::scratch(c, rows),
+       MoELayer<T>::scratch(c, rows, expert_ranks), 3 * rows * c.shared_dim + 64});
   return 3 * rows * d + inner + 256;
 }
 

@@ -14,12 +14,13 @@ namespace marin {
 template <class T>
 class Block {
  public:
-  Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S);
+  Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S,
+        const ExpertPlacement<T>& experts = {});
   // h_in kept alive by the caller; h_out: [B·S, d].
   void forward(const T* h_in, const int32_t* seg, T* h_out, int B, const Dispatch& dispatch);
   // dh_in overwritten (may not alias dh_out).
   void backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena);
-  static i64 scratch(const ModelConfig& c, i64 rows);
+  static i64 scratch(const ModelConfig& c, i64 rows, int expert_ranks = 1);
 
   MoELayer<T>& moe() { return moe_; }
   const MoELayer<T>& moe() const { return moe_; }

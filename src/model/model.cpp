@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/limits.hpp"
+#include "dist/comm.hpp"
 
 namespace marin {
 
@@ -15,6 +16,10 @@ namespace {
 const ModelConfig& validated(const ModelConfig& c) {
   c.validate();
   return c;
+}
+
+ExpertShard shard_of(dist::Comm* experts) {
+  return experts ? ExpertShard{experts->size(), experts->rank()} : ExpertShard{};
 }
 
 }  // namespace
@@ -36,9 +41,10 @@ size_t Model<T>::admitted_params(const ParamTable& table, const ModelConfig& c, 
 }
 
 template <class T>
-Model<T>::Model(const ModelConfig& c, int max_batch)
+Model<T>::Model(const ModelConfig& c, int max_batch, dist::Comm* experts)
     : cfg_(validated(c)),
-      table_(c),
+      experts_(experts && experts->size() > 1 ? experts : nullptr),
+      table_(c, shard_of(experts_)),
       max_batch_(max_batch),
       S_(int(c.seq_len)),
       params_(admitted_params(table_, c, max_batch)),
@@ -47,8 +53,17 @@ Model<T>::Model(const ModelConfig& c, int max_batch)
   const i64 rows = i64(max_batch) * S_, d = c.hidden_dim, r = c.gated_norm_rank;
   embed_norm_ = GatedRMSNorm<T>(bind_, "embed.norm", "embed.gnorm", d, r, rows);
   final_norm_ = GatedRMSNorm<T>(bind_, "final.norm", "final.gnorm", d, r, rows);
+  ExpertPlacement<T> where;
+  const int P = experts_ ? experts_->size() : 1;
+  if (experts_) {
+    where.group = experts_;
+    where.region_begin = table_.expert_begin();
+    source_grads_.resize(size_t(P) * size_t(expert_region_size()));
+    for (int s = 0; s < P; ++s)
+      where.source_grads.push_back(source_grads_.data() + s * expert_region_size());
+  }
   for (int64_t i = 0; i < c.num_layers; ++i)
-    blocks_.push_back(std::make_unique<Block<T>>(bind_, c, i, max_batch, S_));
+    blocks_.push_back(std::make_unique<Block<T>>(bind_, c, i, max_batch, S_, where));
   embed_.resize(rows * d);
   hs_.resize((c.num_layers + 1) * rows * d);
   hf_.resize(rows * d);
@@ -60,7 +75,7 @@ Model<T>::Model(const ModelConfig& c, int max_batch)
   safe_labels_.resize(rows);
   seg_.resize(rows);
   arena_.reserve(3 * rows * d +
-                 std::max(Block<T>::scratch(c, rows), GatedRMSNorm<T>::scratch(d, r, rows)));
+                 std::max(Block<T>::scratch(c, rows, P), GatedRMSNorm<T>::scratch(d, r, rows)));
 }
 
 template <class T>
@@ -123,7 +138,7 @@ LossStats Model<T>::forward(const Batch& b) {
   embed_norm_.forward(embed_.data(), hs_.data(), rows);
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
-                        Dispatch{transport, waves, group});
+                        Dispatch{transport, waves, group, experts_});
   final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
   linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);
@@ -150,6 +165,7 @@ template <class T>
 void Model<T>::backward() {
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
   grads_.zero();
+  source_grads_.zero();
   ArenaScope<T> scope(arena_);
   // dlogits in place of the logits (they are not needed afterwards).
   T* dlogits = logits_.data();

@@ -37,7 +37,9 @@ struct LossStats {
 template <class T>
 class Model {
  public:
-  Model(const ModelConfig& c, int max_batch);
+  // experts: the expert-parallel group this rank's shard of the experts belongs to (null or one
+  // rank: every expert here). See ParamTable and docs/distributed.md.
+  Model(const ModelConfig& c, int max_batch, dist::Comm* experts = nullptr);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -47,6 +49,12 @@ class Model {
   Buffer<T>& params() { return params_; }
   const Buffer<T>& params() const { return params_; }
   Buffer<T>& grads() { return grads_; }
+  // Expert parallelism: the weight gradients of this rank's experts from the rows of each source
+  // rank of the group (source s at s·expert_region_size(), laid out like the table's expert
+  // region); the expert region of grads() stays zero. Empty without expert parallelism.
+  Buffer<T>& source_grads() { return source_grads_; }
+  int64_t expert_region_size() const { return table_.total() - table_.expert_begin(); }
+  dist::Comm* experts_group() const { return experts_; }
   T* param(const std::string& name) { return params_.data() + table_.at(name).offset; }
   T* grad(const std::string& name) { return grads_.data() + table_.at(name).offset; }
   void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
@@ -83,9 +91,10 @@ class Model {
   static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch);
 
   ModelConfig cfg_;
+  dist::Comm* experts_;
   ParamTable table_;
   int max_batch_, S_, B_ = 0;
-  Buffer<T> params_, grads_;
+  Buffer<T> params_, grads_, source_grads_;
   Binder<T> bind_;
   GatedRMSNorm<T> embed_norm_, final_norm_;
   std::vector<std::unique_ptr<Block<T>>> blocks_;

@@ -25,8 +25,8 @@ const char* group_name(OptGroup g) {
   return "?";
 }
 
-void ParamTable::add(std::string name, std::vector<int64_t> shape, OptGroup g, Init init,
-                     int64_t mats) {
+ParamInfo& ParamTable::add(std::string name, std::vector<int64_t> shape, OptGroup g, Init init,
+                           int64_t mats) {
   ParamInfo p;
   p.name = std::move(name);
   p.shape = std::move(shape);
@@ -43,14 +43,29 @@ void ParamTable::add(std::string name, std::vector<int64_t> shape, OptGroup g, I
   p.group = g;
   p.init = init;
   p.num_mats = mats;
+  p.all_mats = mats;
   index_[p.name] = params_.size();
   params_.push_back(std::move(p));
+  return params_.back();
 }
 
-ParamTable::ParamTable(const ModelConfig& c) : cfg_(c) {
+ParamTable::ParamTable(const ModelConfig& c, ExpertShard shard) : cfg_(c), shard_(shard) {
   using G = OptGroup;
   const int64_t d = c.hidden_dim, r = c.gated_norm_rank, V = c.vocab_size, k = c.sconv_kernel;
   const int64_t E = c.num_experts, l = c.latent_dim, ed = c.expert_dim;
+  MARIN_CHECK(shard.ranks >= 1 && shard.rank >= 0 && shard.rank < shard.ranks,
+              "expert shard {} of {} ranks", shard.rank, shard.ranks);
+  if (E % shard.ranks != 0)
+    fail("expert parallelism over {} ranks needs num_experts ({}) to be a multiple of it",
+         shard.ranks, E);
+  const int64_t E_loc = E / shard.ranks;
+  // The routed-expert stacks: in their layer's place without expert parallelism, after every
+  // dense tensor with it (the two regions of the flat buffer).
+  std::vector<std::string> expert_stacks;
+  auto experts = [&](const std::string& name, std::vector<int64_t> shape) {
+    if (shard.ranks > 1) return expert_stacks.push_back(name);
+    add(name, std::move(shape), G::MuonH, Init::Normal, E).routed_expert = true;
+  };
   // RMSNorm gain + GatedNorm: "<prefix>norm.weight", "<prefix>gnorm.{down,up}".
   auto gated_norm = [&](const std::string& norm, const std::string& gnorm) {
     add(norm + ".weight", {d}, G::Adam, Init::Ones);
@@ -75,9 +90,9 @@ ParamTable::ParamTable(const ModelConfig& c) : cfg_(c) {
     add(L + "moe.latent_down", {d, l}, G::MuonH, Init::Normal);
     add(L + "moe.latent_norm", {l}, G::Adam, Init::Ones);
     add(L + "moe.latent_up", {l, d}, G::MuonH, Init::Normal);
-    add(L + "moe.experts.w_gate", {E, l, ed}, G::MuonH, Init::Normal, E);
-    add(L + "moe.experts.w_up", {E, l, ed}, G::MuonH, Init::Normal, E);
-    add(L + "moe.experts.w_down", {E, ed, l}, G::MuonH, Init::Normal, E);
+    experts(L + "moe.experts.w_gate", {E, l, ed});
+    experts(L + "moe.experts.w_up", {E, l, ed});
+    experts(L + "moe.experts.w_down", {E, ed, l});
     for (int64_t j = 0; j < c.num_shared_experts; ++j) {
       const std::string S = fmt::format("layers.{}.shared.{}.", i, j);
       add(S + "w_gate", {d, c.shared_dim}, G::MuonH, Init::Normal);
@@ -88,6 +103,15 @@ ParamTable::ParamTable(const ModelConfig& c) : cfg_(c) {
   }
   gated_norm("final.norm", "final.gnorm");
   add("lm_head", {d, V}, G::AdamH, Init::Normal);
+  expert_begin_ = (total_ + 15) / 16 * 16;
+  for (const std::string& name : expert_stacks) {
+    const bool down = name.ends_with("w_down");
+    ParamInfo& p = add(name, {E_loc, down ? ed : l, down ? l : ed}, G::MuonH, Init::Normal, E_loc);
+    p.routed_expert = true;
+    p.first_expert = shard.rank * E_loc;
+    p.all_mats = E;
+  }
+  if (expert_stacks.empty()) expert_begin_ = total_;
 }
 
 const ParamInfo* ParamTable::find(const std::string& name) const {
@@ -108,7 +132,11 @@ void ParamTable::initialize(T* out, uint64_t seed) const {
     T* w = out + p.offset;
     switch (p.init) {
       case Init::Normal: {
+        // A shard of an expert stack draws the whole stack's stream and keeps its slice, so its
+        // experts start as they would in one process.
         Rng rng(mix_seed(seed, XXH64(p.name.data(), p.name.size(), 0)));
+        const int64_t mat = p.size / p.num_mats, skip = p.first_expert * mat;
+        for (int64_t i = 0; i < skip; ++i) rng.trunc_normal3();
         for (int64_t i = 0; i < p.size; ++i) w[i] = static_cast<T>(sigma * rng.trunc_normal3());
         break;
       }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.hpp"
 #include "optim/newton_schulz.hpp"
@@ -28,6 +29,34 @@ double norm2(const T* x, i64 n) {
   return std::sqrt(ss);
 }
 
+// The hyperball step with one radius over a stack of matrices (see muonh.hpp, StackSum).
+template <class T>
+void stack_hyperball_step(T* P, const T* O, i64 mats, i64 mat_size, double lr,
+                          const StackSum* split) {
+  std::vector<double> ss(static_cast<size_t>(mats));
+  auto stack_norm = [&](const T* x) {
+    for (i64 e = 0; e < mats; ++e) {
+      const double n = norm2(x + e * mat_size, mat_size);
+      ss[size_t(e)] = n * n;
+    }
+    double total = 0;
+    if (split) {
+      total = split->total(ss.data(), mats);
+    } else {
+      for (double v : ss) total += v;
+    }
+    return std::sqrt(total);
+  };
+  const i64 n = mats * mat_size;
+  const double R = std::max(stack_norm(P), kHyperballNormFloor);
+  const double on = std::max(stack_norm(O), kHyperballNormFloor);
+  const T step = static_cast<T>(lr * R / on);
+  for (i64 i = 0; i < n; ++i) P[i] -= step * O[i];
+  const double pn = std::max(stack_norm(P), kHyperballNormFloor);
+  const T rescale = static_cast<T>(R / pn);
+  for (i64 i = 0; i < n; ++i) P[i] *= rescale;
+}
+
 }  // namespace
 
 template <class T>
@@ -51,7 +80,7 @@ i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols) {
 
 template <class T>
 void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, double lr,
-                  RadiusScope scope, T* workspace, double beta) {
+                  RadiusScope scope, T* workspace, double beta, const StackSum* split) {
   const i64 n = num_mats * rows * cols;
   T* O = workspace;
   T* ns_ws = workspace + n;
@@ -62,7 +91,9 @@ void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, doub
     O[i] = b * m + G[i];  // Nesterov
   }
   newton_schulz_batched<T>(O, O, num_mats, rows, cols, ns_ws);
-  if (scope == RadiusScope::kLayer)
+  if (scope == RadiusScope::kLayer && (num_mats > 1 || split))
+    stack_hyperball_step<T>(P, O, num_mats, rows * cols, lr, split);
+  else if (scope == RadiusScope::kLayer)
     hyperball_step<T>(P, O, 1, n, lr);
   else
     hyperball_step<T>(P, O, num_mats, rows * cols, lr);
@@ -75,9 +106,10 @@ void adamh_update(T* P, const T* G, T* M, T* V, i64 n, double lr, const AdamPara
   hyperball_step<T>(P, workspace, 1, n, lr);
 }
 
-#define MARIN_MUONH_INST(T)                                                                        \
-  template void hyperball_step<T>(T*, const T*, i64, i64, double);                                 \
-  template void muonh_update<T>(T*, const T*, T*, i64, i64, i64, double, RadiusScope, T*, double); \
+#define MARIN_MUONH_INST(T)                                                                       \
+  template void hyperball_step<T>(T*, const T*, i64, i64, double);                                \
+  template void muonh_update<T>(T*, const T*, T*, i64, i64, i64, double, RadiusScope, T*, double, \
+                                const StackSum*);                                                 \
   template void adamh_update<T>(T*, const T*, T*, T*, i64, double, const AdamParams&, i64, T*);
 MARIN_MUONH_INST(float)
 MARIN_MUONH_INST(double)

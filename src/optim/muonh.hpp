@@ -30,15 +30,27 @@ std::string_view radius_scope_name(RadiusScope s);
 template <class T>
 void hyperball_step(T* P, const T* O, i64 groups, i64 group_size, double lr);
 
+// The squared norm of a stack whose matrices are split over ranks (expert parallelism): from this
+// rank's per-matrix sums of squares, the sum over every matrix of the whole stack, added in
+// matrix order so that every rank — and one process holding the whole stack — gets the same bits.
+class StackSum {
+ public:
+  virtual ~StackSum() = default;
+  virtual double total(const double* per_matrix, i64 n) const = 0;
+};
+
 // Elements of T the MuonH workspace needs: the orthogonalised stack plus one NS workspace.
 i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols);
 
 // One MuonH step on P [num_mats, rows, cols] with gradient G and momentum M (same shape; M starts
 // at zero and is updated in place):  M ← β·M + G;  U = β·M + G;  O = NS(U) per matrix;  hyperball
-// step with radius per `scope`. G is not modified.
+// step with radius per `scope`. G is not modified. For a stack (num_mats > 1, or `split` given:
+// this rank's part of a stack), the layer radius is the sum of per-matrix sums of squares, over
+// the whole stack through `split` when it is split over ranks.
 template <class T>
 void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, double lr,
-                  RadiusScope scope, T* workspace, double beta = kMuonBeta);
+                  RadiusScope scope, T* workspace, double beta = kMuonBeta,
+                  const StackSum* split = nullptr);
 
 // Elements of T the AdamH workspace needs (the direction u).
 inline i64 adamh_workspace_size(i64 n) {

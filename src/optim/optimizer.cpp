@@ -23,17 +23,23 @@ double update_cost(const ParamInfo& p, const OptimConfig& cfg) {
   return 10.0 * double(p.size);
 }
 
-// Contiguous runs of the table, one per rank, with about equal cost; each run starts at the
-// offset of its first tensor (padding belongs to the run before), the last ends at total().
-std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& cfg, int n) {
-  const auto& ps = t.params();
+// Contiguous runs of `region`, one per rank, with about equal cost; each run starts at the
+// offset of its first tensor (padding belongs to the run before), the last ends at the region's
+// end.
+std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& cfg,
+                                       dist::Range region, int n) {
+  auto inside = [&](const ParamInfo& p) {
+    return p.offset >= region.begin && p.offset < region.end;
+  };
   double total = 0;
-  for (auto& p : ps) total += update_cost(p, cfg);
-  std::vector<int64_t> starts(static_cast<size_t>(n) + 1, t.total());
-  starts[0] = 0;
+  for (auto& p : t.params())
+    if (inside(p)) total += update_cost(p, cfg);
+  std::vector<int64_t> starts(static_cast<size_t>(n) + 1, region.end);
+  starts[0] = region.begin;
   double acc = 0;
   int r = 1;
-  for (auto& p : ps) {
+  for (auto& p : t.params()) {
+    if (!inside(p)) continue;
     // Tensor p starts a new run when the cost before it has reached that run's share.
     while (r < n && acc >= total * double(r) / double(n)) starts[size_t(r++)] = p.offset;
     acc += update_cost(p, cfg);
@@ -46,22 +52,67 @@ std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& c
 
 }  // namespace
 
+// The layer radius of a routed-expert stack split over the expert-parallel group: every rank's
+// per-matrix sums are all-gathered (rank j holds matrices j·n … (j+1)·n − 1) and added in matrix
+// order, as one process holding the whole stack adds them.
+struct Optimizer::ExpertStackSum final : optim::StackSum {
+  explicit ExpertStackSum(dist::Comm& c) : ep(c) {}
+  double total(const double* per_matrix, i64 n) const override {
+    std::vector<double> all(size_t(n) * size_t(ep.size()));
+    ep.allgather(per_matrix, n, all.data());
+    double t = 0;
+    for (double v : all) t += v;
+    return t;
+  }
+  dist::Comm& ep;
+};
+
 Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg, dist::Comm* group)
-    : table_(table), cfg_(cfg), group_(group && group->size() > 1 ? group : nullptr) {
+    : Optimizer(table, cfg, {ParamRegion{{0, table.total()}, group}}, nullptr) {}
+
+Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
+                     std::vector<ParamRegion> regions, dist::Comm* experts)
+    : table_(table), cfg_(cfg) {
   if (cfg.kind != "muonh" && cfg.kind != "adamw")
     fail("unknown optimizer '{}' (expected muonh or adamw)", cfg.kind);
-  shards_ = split_by_cost(table, cfg, group_ ? group_->size() : 1);
-  const dist::Range own = shard();
-  m_.resize(own.size());
-  v_.resize(own.size());
+  int64_t covered = 0, state = 0;
+  for (ParamRegion& w : regions) {
+    MARIN_CHECK(w.range.begin == covered, "optimizer: regions must tile the table in order");
+    covered = w.range.end;
+    if (w.group && w.group->size() == 1) w.group = nullptr;
+    Region r;
+    r.where = w;
+    r.rank = w.group ? w.group->rank() : 0;
+    r.shards = split_by_cost(table, cfg, w.range, w.group ? w.group->size() : 1);
+    r.state_at = state;
+    state += r.own().size();
+    regions_.push_back(std::move(r));
+  }
+  MARIN_CHECK(covered == table.total(), "optimizer: regions cover {} of {} elements", covered,
+              table.total());
+  if (experts && experts->size() > 1) stack_sum_ = std::make_unique<ExpertStackSum>(*experts);
+  m_.resize(size_t(state));
+  v_.resize(size_t(state));
   i64 work = 1;
   for (auto& p : table.params()) {
-    if (p.offset < own.begin || p.offset >= own.end) continue;
+    if (!owns(p.offset)) continue;
     if (p.group == OptGroup::MuonH)
       work = std::max(work, muonh_workspace_size(p.num_mats, p.rows(), p.cols()));
     if (p.group == OptGroup::AdamH) work = std::max(work, adamh_workspace_size(p.size));
   }
   work_.resize(work);
+}
+
+Optimizer::~Optimizer() = default;
+
+const Optimizer::Region* Optimizer::region_of(int64_t offset) const {
+  for (const Region& r : regions_)
+    if (offset >= r.own().begin && offset < r.own().end) return &r;
+  return nullptr;
+}
+
+bool Optimizer::owns(int64_t offset) const {
+  return region_of(offset) != nullptr;
 }
 
 LearningRates Optimizer::rates(int64_t step) const {
@@ -85,13 +136,13 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
   const LearningRates lr = rates(step);
   const AdamParams hp{cfg_.beta1, cfg_.beta2, cfg_.eps};
   const i64 t = step + 1;
-  const dist::Range own = shard();
   for (auto& p : table_.params()) {
-    if (p.offset < own.begin || p.offset >= own.end) continue;  // another rank's tensor
+    const Region* r = region_of(p.offset);
+    if (!r) continue;  // another rank's tensor
     float* P = params + p.offset;
     const float* G = grads + p.offset;
-    float* M = m_.data() + (p.offset - own.begin);
-    float* V = v_.data() + (p.offset - own.begin);
+    float* M = m_.data() + r->state_at + (p.offset - r->own().begin);
+    float* V = v_.data() + r->state_at + (p.offset - r->own().begin);
     if (p.group == OptGroup::State) continue;  // QB bias: set by balancing, never trained
     if (cfg_.kind == "adamw") {
       adamw_update(P, G, M, V, p.size, lr.adam, hp, t, cfg_.adamw_wd);
@@ -99,8 +150,10 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
     }
     switch (p.group) {
       case OptGroup::MuonH: {
-        const RadiusScope scope = p.num_mats > 1 ? cfg_.expert_radius : RadiusScope::kLayer;
-        muonh_update(P, G, M, p.num_mats, p.rows(), p.cols(), lr.muonh, scope, work_.data());
+        const RadiusScope scope = p.routed_expert ? cfg_.expert_radius : RadiusScope::kLayer;
+        const optim::StackSum* split = p.routed_expert ? stack_sum_.get() : nullptr;
+        muonh_update(P, G, M, p.num_mats, p.rows(), p.cols(), lr.muonh, scope, work_.data(),
+                     optim::kMuonBeta, split);
         break;
       }
       case OptGroup::AdamH:
@@ -113,37 +166,45 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
         break;
     }
   }
-  if (group_) {
-    const Timer t;
+  const Timer timer;
+  for (const Region& r : regions_) {
+    if (!r.where.group) continue;
     std::vector<int64_t> counts, displs;
-    for (auto& r : shards_) counts.push_back(r.size()), displs.push_back(r.begin);
-    group_->allgatherv(params + own.begin, own.size(), params, counts.data(), displs.data());
-    gather_seconds_ = t.seconds();
+    for (auto& s : r.shards) counts.push_back(s.size()), displs.push_back(s.begin);
+    r.where.group->allgatherv(params + r.own().begin, r.own().size(), params, counts.data(),
+                              displs.data());
   }
+  gather_seconds_ = timer.seconds();
 }
 
 void Optimizer::gather_state(Buffer<float>& m, Buffer<float>& v) const {
-  const dist::Range own = shard();
-  if (!group_) {
-    m.resize(m_.size()), v.resize(v_.size());
-    std::copy(m_.data(), m_.data() + m_.size(), m.data());
-    std::copy(v_.data(), v_.data() + v_.size(), v.data());
-    return;
+  bool root_of_any = false;
+  for (const Region& r : regions_) root_of_any |= r.rank == 0;
+  m.resize(root_of_any ? size_t(table_.total()) : 0);
+  v.resize(root_of_any ? size_t(table_.total()) : 0);
+  m.zero(), v.zero();
+  for (const Region& r : regions_) {
+    const float* mine_m = m_.data() + r.state_at;
+    const float* mine_v = v_.data() + r.state_at;
+    if (!r.where.group) {
+      std::copy(mine_m, mine_m + r.own().size(), m.data() + r.own().begin);
+      std::copy(mine_v, mine_v + r.own().size(), v.data() + r.own().begin);
+      continue;
+    }
+    std::vector<int64_t> counts, displs;
+    for (auto& s : r.shards) counts.push_back(s.size()), displs.push_back(s.begin);
+    float* to_m = r.rank == 0 ? m.data() : nullptr;
+    float* to_v = r.rank == 0 ? v.data() : nullptr;
+    r.where.group->gatherv(mine_m, r.own().size(), to_m, counts.data(), displs.data());
+    r.where.group->gatherv(mine_v, r.own().size(), to_v, counts.data(), displs.data());
   }
-  std::vector<int64_t> counts, displs;
-  for (auto& r : shards_) counts.push_back(r.size()), displs.push_back(r.begin);
-  const bool root = group_->is_root();
-  m.resize(root ? size_t(table_.total()) : 0);
-  v.resize(root ? size_t(table_.total()) : 0);
-  if (root) m.zero(), v.zero();
-  group_->gatherv(m_.data(), own.size(), m.data(), counts.data(), displs.data());
-  group_->gatherv(v_.data(), own.size(), v.data(), counts.data(), displs.data());
 }
 
 void Optimizer::load_state(const float* m, const float* v) {
-  const dist::Range own = shard();
-  std::copy(m + own.begin, m + own.end, m_.data());
-  std::copy(v + own.begin, v + own.end, v_.data());
+  for (const Region& r : regions_) {
+    std::copy(m + r.own().begin, m + r.own().end, m_.data() + r.state_at);
+    std::copy(v + r.own().begin, v + r.own().end, v_.data() + r.state_at);
+  }
 }
 
 }  // namespace marin

@@ -9,7 +9,15 @@
 // holds the m/v state of its run only and updates only those tensors; the updated parameters are
 // then all-gathered so every rank has the full model. gather_state / load_state convert to and
 // from the full layout that checkpoints store, so a checkpoint does not depend on N.
+//
+// Expert parallelism: the flat buffer is regions (ParamTable: the dense tensors, then this rank's
+// expert slices), each shared by a different group of ranks — the dense region by all ranks, the
+// expert region by the data-parallel replicas of the same expert shard. Each region is split over
+// its own group as above; a routed-expert stack's layer radius is summed over the expert-parallel
+// group (`experts`), whose ranks update the slices of the same stack together.
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/buffer.hpp"
 #include "dist/comm.hpp"
@@ -30,6 +38,13 @@ struct OptimConfig {
   int64_t total_steps = 1;  // schedule horizon N
 };
 
+// A region of the flat parameter buffer and the ranks that hold the same values there (null:
+// this process alone).
+struct ParamRegion {
+  dist::Range range;
+  dist::Comm* group = nullptr;
+};
+
 struct LearningRates {
   double muonh = 0, adam = 0, wd = 0;
 };
@@ -38,6 +53,11 @@ class Optimizer {
  public:
   // group: the data-parallel ranks that share the update (null: this process does all of it).
   Optimizer(const ParamTable& table, const OptimConfig& cfg, dist::Comm* group = nullptr);
+  // regions: the table's regions in order, covering [0, total()); experts: the expert-parallel
+  // group (null without expert parallelism).
+  Optimizer(const ParamTable& table, const OptimConfig& cfg, std::vector<ParamRegion> regions,
+            dist::Comm* experts);
+  ~Optimizer();
   const OptimConfig& config() const { return cfg_; }
   void set_config(const OptimConfig& cfg) { cfg_ = cfg; }  // e.g. a fork that changes the horizon
   LearningRates rates(int64_t step) const;
@@ -46,24 +66,35 @@ class Optimizer {
   // every rank. Collective over the group.
   void step(float* params, const float* grads, int64_t step);
 
-  // The full m and v (parameter layout) on the group's rank 0; collective. Elsewhere m, v are
-  // left empty.
+  // m and v in this table's layout (table().total() elements each) on the ranks that are rank 0
+  // of a region's group, filled in those regions (zeros elsewhere); collective. On ranks that are
+  // no region's root, m and v are left empty.
   void gather_state(Buffer<float>& m, Buffer<float>& v) const;
-  // Takes this rank's part of full-layout m and v (table().total() elements each).
+  // Takes this rank's part of m and v in this table's layout (table().total() elements each).
   void load_state(const float* m, const float* v);
-  // The flat range [begin, end) of the parameter buffer whose tensors this rank updates.
-  dist::Range shard() const { return shards_[size_t(rank())]; }
-  const std::vector<dist::Range>& shards() const { return shards_; }  // per rank of the group
+  // Per region: the consecutive ranges of it that the ranks of its group update.
+  struct Region {
+    ParamRegion where;
+    std::vector<dist::Range> shards;  // per rank of the group
+    int rank = 0;                     // this rank in the group
+    int64_t state_at = 0;             // where this rank's shard starts in its m/v buffers
+    dist::Range own() const { return shards[size_t(rank)]; }
+  };
+  const std::vector<Region>& regions() const { return regions_; }
+  // True when this rank updates the tensor starting at `offset`.
+  bool owns(int64_t offset) const;
   int64_t total() const { return table_.total(); }
   double last_gather_seconds() const { return gather_seconds_; }  // the step's all-gather
 
  private:
-  int rank() const { return group_ ? group_->rank() : 0; }
+  struct ExpertStackSum;
+  // The region and m/v index of the tensor at `offset` when this rank updates it.
+  const Region* region_of(int64_t offset) const;
   const ParamTable& table_;
   OptimConfig cfg_;
-  dist::Comm* group_;
-  std::vector<dist::Range> shards_;  // per rank of the group
-  Buffer<float> m_, v_, work_;       // m_, v_: this rank's shard only
+  std::vector<Region> regions_;
+  std::unique_ptr<ExpertStackSum> stack_sum_;  // null without expert parallelism
+  Buffer<float> m_, v_, work_;                 // m_, v_: this rank's shards only
   double gather_seconds_ = 0;
 };
 

@@ -44,7 +44,8 @@ int64_t step_of(const fs::path& p) {
 }  // namespace
 
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
-                                const Model<float>& model, const Buffer<float>& m,
+                                const ModelConfig& config, const ParamTable& table,
+                                const float* params, const Buffer<float>& m,
                                 const Buffer<float>& v) {
   const std::string root = run_dir + "/checkpoints";
   const std::string final_dir = fmt::format("{}/step-{:08d}", root, state.step);
@@ -54,10 +55,10 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
   fs::create_directories(tmp, ec);
   if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
 
-  save_model(tmp, model.config(), model.table(), model.params().data());
+  save_model(tmp, config, table, params);
   if (!state.options.tokenizer.empty())
     write_file_atomic(tmp + "/tokenizer.json", read_file(state.options.tokenizer));
-  const int64_t n = model.table().total();
+  const int64_t n = table.total();
   MARIN_CHECK(int64_t(m.size()) == n && int64_t(v.size()) == n,
               "checkpoint: optimizer state has {}/{} elements, the model {}", m.size(), v.size(),
               n);
@@ -109,14 +110,18 @@ static void verify_checksums(const std::string& ckpt_dir) {
   }
 }
 
-void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optimizer& opt) {
+void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
+                         Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) {
   verify_checksums(ckpt_dir);
-  load_params(ckpt_dir, model.table(), model.params().data());
+  const int64_t n = table.total();
+  params.resize(size_t(n));
+  load_params(ckpt_dir, table, params.data());
   const SafetensorsFile f = read_safetensors(ckpt_dir + "/optimizer.safetensors");
-  const int64_t n = opt.total();
-  const Tensor& m = f.at("m", std::vector<int64_t>{n});
-  const Tensor& v = f.at("v", std::vector<int64_t>{n});
-  opt.load_state(m.data.data(), v.data.data());
+  const Tensor& tm = f.at("m", std::vector<int64_t>{n});
+  const Tensor& tv = f.at("v", std::vector<int64_t>{n});
+  m.resize(size_t(n)), v.resize(size_t(n));
+  std::copy(tm.data.begin(), tm.data.end(), m.data());
+  std::copy(tv.data.begin(), tv.data.end(), v.data());
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& run_dir) {

@@ -23,16 +23,19 @@ struct RunState {
   nlohmann::json lineage;  // where this run came from (fork), if anywhere
 };
 
-// Writes the checkpoint for `state.step` with the full optimizer state m, v (Optimizer::
-// gather_state); returns its directory. One writer: under data parallelism rank 0 calls it.
+// Writes the checkpoint for `state.step` from the parameters and optimizer state m, v in the
+// full layout of `table` (no expert parallelism; Optimizer::gather_state and gather_shards
+// assemble them); returns its directory. One writer: under data parallelism rank 0 calls it.
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
-                                const Model<float>& model, const Buffer<float>& m,
+                                const ModelConfig& config, const ParamTable& table,
+                                const float* params, const Buffer<float>& m,
                                 const Buffer<float>& v);
 // Reads a checkpoint directory's state.json (checksums are verified by load_run_checkpoint).
 RunState read_run_state(const std::string& ckpt_dir);
-// Loads model parameters and optimizer state (this rank's shard of it) from a checkpoint
-// directory, verifying checksums. Every rank reads the same files.
-void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optimizer& opt);
+// Loads model parameters and optimizer state in the full layout of `table` from a checkpoint
+// directory, verifying checksums. Every rank reads the same files (and takes its part).
+void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
+                         Buffer<float>& params, Buffer<float>& m, Buffer<float>& v);
 // The newest complete checkpoint of a run whose checksums verify (older ones are tried when the
 // newest is damaged, with a warning on stderr); nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);

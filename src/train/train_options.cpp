@@ -40,6 +40,7 @@ nlohmann::json TrainOptions::to_json() const {
             {"adamw_wd", optim.adamw_wd}}},
           {"transport", transport_name(transport)},
           {"waves", waves},
+          {"ep", ep},
           {"qb", qb},
           {"ckpt_every", ckpt_every},
           {"keep_every", keep_every},
@@ -74,6 +75,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.optim.total_steps = o.steps;
   o.transport = parse_transport(j.at("transport").get<std::string>());
   o.waves = j.value("waves", int64_t(3));
+  o.ep = j.value("ep", 1);
   o.qb = j.at("qb").get<bool>();
   o.ckpt_every = j.at("ckpt_every").get<int64_t>();
   o.keep_every = j.at("keep_every").get<int64_t>();

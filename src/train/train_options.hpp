@@ -23,7 +23,11 @@ struct TrainOptions {
   uint64_t seed = 0;
   OptimConfig optim;  // learning rates 0 → the §5 rule
   Transport transport = Transport::Dropless;
-  int64_t waves = 3;       // of the pooled transport (W)
+  int64_t waves = 3;  // of the pooled transport (W)
+  // Expert parallelism: ranks each routed-expert stack is split over (1: every rank holds every
+  // expert). Like the rank count, a property of how the run is computed, not of its result
+  // (dropless and capacity): it may change at --resume.
+  int ep = 1;
   bool qb = true;          // QB router balancing (recipe §4)
   int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)
@@ -54,6 +58,7 @@ struct ResumeChanges {
   double time_limit_s = 0;
   std::optional<Transport> transport;
   std::optional<int64_t> waves;
+  std::optional<int> ep;
 };
 
 // A quarter of the batch when 4 divides it (else a half, else the whole batch): 4 micro-batches,

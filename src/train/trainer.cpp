@@ -19,6 +19,7 @@
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
+#include "model/expert_shard.hpp"
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
 
@@ -51,11 +52,13 @@ struct GroupNorms {
   }
 };
 
-// Over the tensors that start in `range` (an optimizer shard), then summed over the group.
-GroupNorms group_norms(const ParamTable& t, const float* x, dist::Range range, dist::Comm& comm) {
+// Over the tensors this rank updates (its optimizer shards: each tensor, or each expert shard of
+// one, is updated by exactly one rank), then summed over all ranks.
+GroupNorms group_norms(const ParamTable& t, const float* x, const Optimizer& opt,
+                       dist::Comm& comm) {
   GroupNorms g;
   for (auto& p : t.params()) {
-    if (p.offset < range.begin || p.offset >= range.end) continue;
+    if (!opt.owns(p.offset)) continue;
     double s = 0;
     for (int64_t i = 0; i < p.size; ++i) s += double(x[p.offset + i]) * x[p.offset + i];
     g.sq[int(p.group)] += s;
@@ -163,17 +166,42 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
     if (ec) fail("{}: cannot create run directory: {}", run_dir, ec.message());
   }
   comm_->barrier();
-  model_ = std::make_unique<Model<float>>(o.model, micro_);
+  if (o.ep < 1 || N % o.ep != 0)
+    fail("--ep {} must be at least 1 and divide the number of ranks ({})", o.ep, N);
+  if (o.model.num_experts % o.ep != 0)
+    fail("--ep {} must divide num_experts ({})", o.ep, o.model.num_experts);
+  if (o.ep > 1 && o.eval_domains_every > 0)
+    fail(
+        "--eval-domains-every is not supported with --ep > 1 (its documents are split unevenly "
+        "over the ranks, while expert-parallel forwards run in lockstep): evaluate a checkpoint "
+        "with `marin eval` instead");
+  if (o.ep > 1) {
+    // Replica d = ranks d·P … d·P + P − 1 (an expert-parallel group: neighbours, like Megatron's
+    // EP inside a node); shard j's replicas: ranks j, j + P, ….
+    experts_ = comm_->split(comm_->rank() / o.ep, comm_->rank());
+    replicas_ = comm_->split(comm_->rank() % o.ep, comm_->rank());
+  }
+  full_table_ = std::make_unique<ParamTable>(o.model);
+  model_ = std::make_unique<Model<float>>(o.model, micro_, experts_.get());
   model_->transport = o.transport;
   model_->waves = o.waves;
   model_->group = N > 1 ? comm_ : nullptr;
-  optimizer_ = std::make_unique<Optimizer>(model_->table(), o.optim, comm_);
+  // The regions of the flat buffer and who shares them: the dense tensors all ranks, an expert
+  // shard its replicas.
+  const ParamTable& table = model_->table();
+  const int64_t eb = table.expert_begin();
+  std::vector<ParamRegion> regions = {{{0, eb}, comm_}};
+  if (eb < table.total()) regions.push_back({{eb, table.total()}, replicas_.get()});
+  optimizer_ = std::make_unique<Optimizer>(table, o.optim, regions, experts_.get());
   partials_.resize(size_t(local_units_ - 1));
-  for (auto& p : partials_) p.resize(size_t(model_->table().total()));
+  for (auto& p : partials_) p.resize(size_t(table.total()));
+  expert_partials_.resize(ep() > 1 ? size_t(local_units_ - 1) : 0);
+  for (auto& p : expert_partials_) p.resize(model_->source_grads().size());
   std::vector<dist::Segment> segments;
-  for (auto& p : model_->table().params()) segments.push_back({p.offset, p.size});
-  grad_sum_ =
-      std::make_unique<dist::ExactSum>(segments, model_->table().total(), optimizer_->shards());
+  for (auto& p : table.params()) segments.push_back({p.offset, p.size});
+  std::vector<dist::SumRegion> sums;
+  for (auto& r : optimizer_->regions()) sums.push_back({r.where.range, r.where.group, r.shards});
+  grad_sum_ = std::make_unique<dist::ExactSum>(segments, table.total(), sums);
   data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--tokens or --data)");
   valid_ = make_batch_source(o.valid, o);
@@ -205,7 +233,9 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
         init_dir);
   setup(opts, run_dir, comm);
   if (!init_dir.empty()) {
-    load_params(init_dir, model_->table(), model_->params().data());
+    Buffer<float> full(size_t(full_table_->total()));
+    load_params(init_dir, *full_table_, full.data());
+    load_full_state(full.data(), nullptr, nullptr);
     lineage_ = {{"init", init_dir}};
   } else {
     model_->init(opts.seed);
@@ -221,16 +251,22 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
   const TrainOptions before = st.options;
   if (changes.transport) st.options.transport = *changes.transport;
   if (changes.waves) st.options.waves = *changes.waves;
-  if (st.options.transport != before.transport || st.options.waves != before.waves) {
+  if (changes.ep) st.options.ep = *changes.ep;
+  if (st.options.transport != before.transport || st.options.waves != before.waves ||
+      st.options.ep != before.ep) {
     if (!st.lineage.is_object()) st.lineage = nlohmann::json::object();
     st.lineage["switches"].push_back({{"at_step", st.step},
                                       {"transport", transport_name(st.options.transport)},
                                       {"waves", st.options.waves},
-                                      {"from", transport_name(before.transport)}});
+                                      {"ep", st.options.ep},
+                                      {"from", transport_name(before.transport)},
+                                      {"from_ep", before.ep}});
   }
   std::unique_ptr<Trainer> t(new Trainer());
   t->setup(st.options, run_dir, comm);
-  load_run_checkpoint(*ckpt, *t->model_, *t->optimizer_);
+  Buffer<float> p, m, v;
+  load_run_checkpoint(*ckpt, *t->full_table_, p, m, v);
+  t->load_full_state(p.data(), m.data(), v.data());
   t->data_->restore(st.data_state);
   t->step_ = st.step;
   t->lineage_ = st.lineage;
@@ -256,7 +292,9 @@ std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::s
   o.optim.total_steps = o.steps;
   std::unique_ptr<Trainer> t(new Trainer());
   t->setup(o, run_dir, comm);
-  load_run_checkpoint(ckpt_dir, *t->model_, *t->optimizer_);
+  Buffer<float> p, m, v;
+  load_run_checkpoint(ckpt_dir, *t->full_table_, p, m, v);
+  t->load_full_state(p.data(), m.data(), v.data());
   // The data position carries over when the data is the same; a changed mixture starts fresh.
   if (o.data == st.options.data) t->data_->restore(st.data_state);
   t->step_ = st.step;
@@ -266,6 +304,16 @@ std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::s
                  {"parent_lineage", st.lineage}};
   if (t->is_root()) write_file_atomic(run_dir + "/lineage.json", t->lineage_.dump(2) + "\n");
   return t;
+}
+
+void Trainer::load_full_state(const float* params, const float* m, const float* v) {
+  const ParamTable& local = model_->table();
+  take_shard(*full_table_, params, local, model_->params().data());
+  if (!m) return;
+  Buffer<float> lm(size_t(local.total())), lv(size_t(local.total()));
+  take_shard(*full_table_, m, local, lm.data());
+  take_shard(*full_table_, v, local, lv.data());
+  optimizer_->load_state(lm.data(), lv.data());
 }
 
 Trainer::~Trainer() {
@@ -284,11 +332,24 @@ void Trainer::write_metrics(const nlohmann::json& j) {
 
 std::string Trainer::save_checkpoint() {
   Buffer<float> m, v;
-  optimizer_->gather_state(m, v);  // collective: the full state on rank 0
+  optimizer_->gather_state(m, v);  // collective: each region on its group's rank 0
+  // Expert parallelism: the first replica's ranks (each its shard's region root) assemble the
+  // full stacks on rank 0.
+  Buffer<float> full_p, full_m, full_v;
+  const float* params = model_->params().data();
+  if (ep() > 1 && comm_->rank() < ep()) {
+    const size_t n = is_root() ? size_t(full_table_->total()) : 0;
+    full_p.resize(n), full_m.resize(n), full_v.resize(n);
+    gather_shards(model_->table(), params, *full_table_, full_p.data(), *experts_);
+    gather_shards(model_->table(), m.data(), *full_table_, full_m.data(), *experts_);
+    gather_shards(model_->table(), v.data(), *full_table_, full_v.data(), *experts_);
+    params = full_p.data();
+    std::swap(m, full_m), std::swap(v, full_v);
+  }
   std::string dir;
   if (is_root()) {
     RunState st{step_, opt_, data_->state(), lineage_};
-    dir = save_run_checkpoint(run_dir_, st, *model_, m, v);
+    dir = save_run_checkpoint(run_dir_, st, opt_.model, *full_table_, params, m, v);
     prune_checkpoints(run_dir_, dir, opt_.keep_every);
   }
   comm_->broadcast(dir);  // also: no rank goes on before the checkpoint is published
@@ -319,6 +380,10 @@ LossStats Trainer::forward_backward(bool backward) {
     if (w + 1 < local_units_) {
       const Buffer<float>& g = model_->grads();
       std::copy(g.data(), g.data() + g.size(), partials_[size_t(w)].data());
+      if (ep() > 1) {
+        const Buffer<float>& e = model_->source_grads();
+        std::copy(e.data(), e.data() + e.size(), expert_partials_[size_t(w)].data());
+      }
     }
   }
   double v[3] = {sum.loss, sum.ce, sum.z};
@@ -333,32 +398,50 @@ StepResult Trainer::train_step() {
   StepResult out;
   data_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
   for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
+  for (int64_t l = 0; l < c.num_layers; ++l) model_->block(l).moe().take_traffic();  // validation
   const LossStats s = forward_backward(/*backward=*/true);
   Buffer<float>& grads = model_->grads();
   for (int64_t bad : opt_.inject_nan_grad_steps)
     if (bad == step_ && is_root()) grads[0] = std::nanf("");
 
   // The exact sum of every micro-batch's gradient, each rank receiving the tensors it updates;
-  // the optimizer all-gathers the updated parameters.
+  // the optimizer all-gathers the updated parameters. Under expert parallelism a micro-batch's
+  // gradient is in pieces: the dense tensors where it was computed, each expert shard's part at
+  // the shard (one piece per source rank).
   Timer tc;
-  std::vector<const float*> parts;
-  for (auto& p : partials_) parts.push_back(p.data());
-  parts.push_back(grads.data());
+  const ParamTable& table = model_->table();
+  const dist::Range dense{0, table.expert_begin()}, experts{table.expert_begin(), table.total()};
+  std::vector<dist::Partial> parts;
+  for (int w = 0; w < local_units_; ++w) {
+    const bool last = w + 1 == local_units_;
+    parts.push_back({last ? grads.data() : partials_[size_t(w)].data(), dense});
+    if (ep() == 1) continue;
+    const float* by_source =
+        last ? model_->source_grads().data() : expert_partials_[size_t(w)].data();
+    for (int src = 0; src < ep(); ++src)
+      parts.push_back({by_source + src * experts.size(), experts});
+  }
   const bool grads_finite = grad_sum_->reduce(parts, units_, *comm_, grads.data());
   out.comm_seconds = tc.seconds();
-  // Per rank: the int64 reduce-scatter and the fp32 all-gather each move about the whole buffer.
-  const int64_t P = optimizer_->total();
-  out.comm_bytes = comm_->size() > 1 ? int64_t(sizeof(int64_t) + sizeof(float)) * P : 0;
-  const dist::Range own = optimizer_->shard();
+  // Per rank: the int64 reduce-scatter and the fp32 all-gather each move about the whole region.
+  for (auto& r : optimizer_->regions())
+    if (r.where.group && r.where.group->size() > 1)
+      out.comm_bytes += int64_t(sizeof(int64_t) + sizeof(float)) * r.where.range.size();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const DispatchTraffic a2a = model_->block(l).moe().take_traffic();
+    out.all_to_all_seconds += a2a.seconds;
+    out.all_to_all_bytes += a2a.bytes;
+  }
   out.loss = s;
   out.finite = grads_finite && std::isfinite(s.loss);
   nlohmann::json& m = out.metrics;
   m = {{"step", step_}, {"loss", s.loss},     {"ce", s.ce},
        {"z", s.z},      {"tokens", s.tokens}, {"world_size", comm_->size()}};
+  if (ep() > 1) m["ep"] = ep();
   const LearningRates lr = optimizer_->rates(step_);
   m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
   if (out.finite) {
-    const GroupNorms gn = group_norms(model_->table(), grads.data(), own, *comm_);
+    const GroupNorms gn = group_norms(table, grads.data(), *optimizer_, *comm_);
     // Router health of this step (before the bias moves), over the global batch.
     std::vector<double> sums;
     for (auto& acc : router_acc_) sums.insert(sums.end(), acc.sums(), acc.sums() + acc.size());
@@ -377,7 +460,7 @@ StepResult Trainer::train_step() {
       for (int64_t l = 0; l < c.num_layers; ++l)
         qb_.update_layer(routing_log_[size_t(l)], model_->block(l).moe().router().bias());
     m["grad_norm"] = gn.json();
-    m["param_norm"] = group_norms(model_->table(), model_->params().data(), own, *comm_).json();
+    m["param_norm"] = group_norms(table, model_->params().data(), *optimizer_, *comm_).json();
   } else {
     m["skipped"] = "non-finite loss or gradient";
   }
@@ -404,6 +487,8 @@ double Trainer::validate() {
 }
 
 nlohmann::json Trainer::evaluate_domains(const eval::MacroEvaluator* ev) {
+  if (ep() > 1)
+    fail("per-domain evaluation of a training run is not supported with --ep > 1 (use marin eval)");
   if (!ev) {
     if (!all_domains_) {
       if (opt_.data.value("kind", "") != "mixture")
@@ -456,6 +541,8 @@ TrainResult Trainer::run() {
     m["step_seconds"] = dt;
     m["tokens_per_second"] = double(tokens_per_step) / dt;
     if (comm_->size() > 1) m["comm"] = {{"seconds", r.comm_seconds}, {"bytes", r.comm_bytes}};
+    if (ep() > 1)
+      m["comm"]["all_to_all"] = {{"seconds", r.all_to_all_seconds}, {"bytes", r.all_to_all_bytes}};
     res.last_loss = r.loss.loss;
     if (bad_in_row >= opt_.max_bad_steps) {
       write_metrics(m);

@@ -14,6 +14,12 @@
 // global token count and gradients summed exactly, so a step's result depends on the micro-batch
 // size but not on N: runs at 1, 2 or 4 ranks are bit-identical. Checkpoints hold the full state in
 // the one-process layout, so a run resumes at any N that divides U.
+//
+// Expert parallelism (--ep P, docs/distributed.md): the N ranks form N/P replicas of P ranks;
+// each rank of a replica holds 1/P of every routed-expert stack, and the replica's ranks exchange
+// rows with an all-to-all in every MoE layer. Each expert's weight gradient from each source
+// micro-batch is computed where the expert lives and summed exactly with the others over the
+// replicas of that shard, so dropless and capacity runs are bit-identical to one process too.
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,11 +49,13 @@ struct TrainResult {
 
 // What one optimizer step did (identical on every rank).
 struct StepResult {
-  LossStats loss;           // over the global batch
-  bool finite = true;       // false: the update was skipped
-  nlohmann::json metrics;   // the step's metrics line so far
-  double comm_seconds = 0;  // in collectives: the gradient sum and the parameter all-gather
-  int64_t comm_bytes = 0;   // sent per rank by those collectives (0 on one rank)
+  LossStats loss;                 // over the global batch
+  bool finite = true;             // false: the update was skipped
+  nlohmann::json metrics;         // the step's metrics line so far
+  double comm_seconds = 0;        // in collectives: the gradient sum and the parameter all-gather
+  int64_t comm_bytes = 0;         // sent per rank by those collectives (0 on one rank)
+  double all_to_all_seconds = 0;  // --ep > 1: the MoE layers' exchanges (forward and backward)
+  int64_t all_to_all_bytes = 0;   // sent by this rank to the others of its group
 };
 
 class Trainer;
@@ -105,16 +113,24 @@ class Trainer {
   // tokens_/labels_/seg_ (gradients of all but the last into partials_, the last in the model's
   // grads()); returns the global loss.
   LossStats forward_backward(bool backward);
+  // Loads full-layout (one-process) parameters and optimizer state (m, v null: fresh): this
+  // rank takes its expert shard.
+  void load_full_state(const float* params, const float* m, const float* v);
+  int ep() const { return experts_ ? experts_->size() : 1; }
 
   TrainOptions opt_;
   std::string run_dir_;
   dist::Comm* comm_ = nullptr;
-  int micro_ = 0, units_ = 0, local_units_ = 0;  // rows per micro-batch; micro-batches per step,
-                                                 // and per rank
+  int micro_ = 0, units_ = 0, local_units_ = 0;     // rows per micro-batch; micro-batches per step,
+                                                    // and per rank
+  std::unique_ptr<dist::Comm> experts_, replicas_;  // --ep > 1: this rank's expert-parallel
+                                                    // group and the replicas of its shard
+  std::unique_ptr<ParamTable> full_table_;          // the one-process layout (checkpoints)
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_, valid_;
-  std::vector<Buffer<float>> partials_;  // gradients of this rank's earlier micro-batches
+  std::vector<Buffer<float>> partials_;         // gradients of this rank's earlier micro-batches
+  std::vector<Buffer<float>> expert_partials_;  // --ep > 1: their expert gradients, per source
   std::unique_ptr<dist::ExactSum> grad_sum_;
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;

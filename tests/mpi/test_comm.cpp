@@ -114,7 +114,7 @@ TEST(Optimizer, ShardsPartitionTheTableAndStateRoundTrips) {
   const ParamTable t(c);
   OptimConfig oc;
   Optimizer opt(t, oc, &W());
-  const auto& sh = opt.shards();
+  const auto& sh = opt.regions().at(0).shards;
   ASSERT_EQ(int(sh.size()), W().size());
   EXPECT_EQ(sh.front().begin, 0);
   EXPECT_EQ(sh.back().end, t.total());

@@ -27,6 +27,10 @@ const char* transport_name(Transport t) {
   return "?";
 }
 
+int64_t Dispatch::expert_shards() const {
+  return experts ? experts->size() : 1;
+}
+
 void DispatchPlan::reserve(int64_t max_rows, int64_t e, int64_t k) {
   E = e;
   K = k;
@@ -38,6 +42,7 @@ void DispatchPlan::reserve(int64_t max_rows, int64_t e, int64_t k) {
   row_token.resize(max_rows * K);
   row_slot.resize(max_rows * K);
   slot_row.resize(max_rows * K);
+  wave_of.resize(max_rows * K);
 }
 
 void DispatchPlan::begin_step(int64_t tokens) {
@@ -54,27 +59,7 @@ void DispatchPlan::decide(const int32_t* expert, int64_t A, const Dispatch& d,
     for (int64_t a = 0; a < A; ++a) slot_row[a] = 0;
     return;
   }
-  if (d.transport == Transport::Pooled) {
-    // One sender holding every expert: S = 1 shard, E_loc = E.
-    const int64_t W = d.waves, S = 1;
-    MARIN_CHECK(W >= 1, "pooled transport: waves must be >= 1, got {}", W);
-    const PooledCapacity cap = pooled_capacity(A / K, K, S, E / S, W, capacity_factor);
-    if (wave_rank.size() != size_t(E * W)) wave_rank.resize(size_t(E * W));
-    wave_rank.zero();
-    for (int64_t a = 0; a < A; ++a) {
-      const int64_t i = a;  // rank within the destination shard (the only one)
-      const int64_t wave = i % W, slot = i / W;
-      if (slot >= cap.sender_rows) {
-        slot_row[a] = -1, ++sender_dropped;
-        continue;
-      }
-      // Arrival order at the receiver: the sender's order within the wave.
-      const bool fits = wave_rank[expert[a] * W + wave]++ < cap.receiver_rows;
-      slot_row[a] = fits ? 0 : -1;
-      receiver_dropped += !fits;
-    }
-    return;
-  }
+  if (d.transport == Transport::Pooled) return decide_pooled(expert, A, d, capacity_factor);
   // Capacity (recipe §8): the step's arrivals at expert e are numbered from before[e].
   const bool in_step = step_assignments > 0;
   const bool wave = d.group && d.group->size() > 1;
@@ -95,6 +80,40 @@ void DispatchPlan::decide(const int32_t* expert, int64_t A, const Dispatch& d,
     for (int64_t e = 0; e < E; ++e) cursor[e] = requested[e];
     if (wave) d.group->allreduce(cursor.data(), E);
     for (int64_t e = 0; e < E; ++e) arrived[e] += cursor[e];
+  }
+}
+
+void DispatchPlan::decide_pooled(const int32_t* expert, int64_t A, const Dispatch& d,
+                                 double capacity_factor) {
+  const int64_t W = d.waves, S = d.expert_shards(), E_loc = E / S;
+  MARIN_CHECK(W >= 1, "pooled transport: waves must be >= 1, got {}", W);
+  MARIN_CHECK(E % S == 0, "pooled transport: {} experts over {} shards", E, S);
+  const PooledCapacity cap = pooled_capacity(A / K, K, S, E_loc, W, capacity_factor);
+  if (wave_rank.size() != size_t(E * W)) wave_rank.resize(size_t(E * W));
+  wave_rank.zero();
+  // Sender: an assignment ranked i within its destination shard goes in wave i mod W, slot
+  // i div W, and stays iff the slot fits the pool.
+  for (int64_t e = 0; e < S; ++e) cursor[e] = 0;
+  for (int64_t a = 0; a < A; ++a) {
+    const int64_t i = cursor[expert[a] / E_loc]++;
+    const int64_t wave = i % W, slot = i / W;
+    if (slot >= cap.sender_rows) {
+      slot_row[a] = -1, wave_of[a] = -1, ++sender_dropped;
+      continue;
+    }
+    wave_of[a] = wave;
+    wave_rank[expert[a] * W + wave]++;
+  }
+  // Receiver: the arrivals of lower sender ranks at each (expert, wave) come first.
+  if (S > 1)
+    d.experts->exscan_sum(wave_rank.data(), E * W);
+  else
+    wave_rank.zero();
+  for (int64_t a = 0; a < A; ++a) {
+    if (wave_of[a] < 0) continue;
+    const bool fits = wave_rank[expert[a] * W + wave_of[a]]++ < cap.receiver_rows;
+    slot_row[a] = fits ? 0 : -1;
+    receiver_dropped += !fits;
   }
 }
 

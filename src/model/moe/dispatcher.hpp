@@ -30,14 +30,18 @@ enum class Transport { Dropless, Capacity, Pooled };
 Transport parse_transport(const std::string& name);
 const char* transport_name(Transport t);
 
-// How a forward dispatches: the transport, the pooled transport's waves, and the ranks that
-// compute a wave of micro-batches together (capacity; null: this process alone).
+// How a forward dispatches: the transport, the pooled transport's waves, the ranks that compute a
+// wave of micro-batches together (capacity; null: this process alone), and the expert-parallel
+// group the experts are split over (null: every expert is here).
 struct Dispatch {
   Transport transport = Transport::Dropless;
   int64_t waves = 3;
   dist::Comm* group = nullptr;
-  Dispatch(Transport t = Transport::Dropless, int64_t w = 3, dist::Comm* g = nullptr)
-      : transport(t), waves(w), group(g) {}
+  dist::Comm* experts = nullptr;
+  Dispatch(Transport t = Transport::Dropless, int64_t w = 3, dist::Comm* g = nullptr,
+           dist::Comm* ep = nullptr)
+      : transport(t), waves(w), group(g), experts(ep) {}
+  int64_t expert_shards() const;
 };
 
 struct DispatchPlan {
@@ -51,6 +55,7 @@ struct DispatchPlan {
   Buffer<int64_t> before;     // [E] arrivals at each expert earlier in the step (capacity)
   Buffer<int64_t> arrived;    // [E] arrivals of the step's completed waves (capacity)
   Buffer<int64_t> wave_rank;  // [E·W] pooled: rows per (expert, wave) seen at the receiver
+  Buffer<int64_t> wave_of;    // [rows·K] pooled: the wave of each assignment kept by the sender
   int64_t kept = 0, dropped = 0;
   int64_t sender_dropped = 0, receiver_dropped = 0;  // pooled: where the drops happened
   int64_t step_assignments = 0;                      // T·K of the whole step (0: this build alone)
@@ -64,6 +69,7 @@ struct DispatchPlan {
  private:
   // keep[a] (in slot_row, as 0 / −1) of every assignment under the transport; fills requested.
   void decide(const int32_t* expert, int64_t A, const Dispatch& d, double capacity_factor);
+  void decide_pooled(const int32_t* expert, int64_t A, const Dispatch& d, double capacity_factor);
 };
 
 }  // namespace marin

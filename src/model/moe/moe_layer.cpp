@@ -2,14 +2,45 @@
 
 #include <fmt/format.h>
 
+#include "dist/comm.hpp"
+
 namespace marin {
 
 template <class T>
-MoELayer<T>::MoELayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, i64 max_rows)
-    : c_(c),
-      router_(bind, c, layer, max_rows),
-      dispatcher_(std::make_unique<LocalDispatcher<T>>(c, max_rows)),
-      experts_(bind, c, layer, max_rows) {
+int ExpertPlacement<T>::ranks() const {
+  return group ? group->size() : 1;
+}
+
+namespace {
+
+// The per-source gradient sets of this layer's experts (empty: the bound gradients).
+template <class T>
+std::vector<ExpertGrads<T>> source_grads(const Binder<T>& bind, int64_t layer,
+                                         const ExpertPlacement<T>& where) {
+  std::vector<ExpertGrads<T>> out;
+  if (where.ranks() == 1) return out;
+  const std::string p = fmt::format("layers.{}.moe.experts.", layer);
+  auto at = [&](T* base, const char* w) {
+    return base + (bind.table.at(p + w).offset - where.region_begin);
+  };
+  for (T* base : where.source_grads)
+    out.push_back({at(base, "w_gate"), at(base, "w_up"), at(base, "w_down")});
+  return out;
+}
+
+}  // namespace
+
+template <class T>
+MoELayer<T>::MoELayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, i64 max_rows,
+                      const ExpertPlacement<T>& where)
+    : c_(c), router_(bind, c, layer, max_rows) {
+  const int P = where.ranks();
+  if (P > 1)
+    dispatcher_ = std::make_unique<AllToAllDispatcher<T>>(c, max_rows, *where.group);
+  else
+    dispatcher_ = std::make_unique<LocalDispatcher<T>>(c, max_rows);
+  experts_ =
+      GroupedExperts<T>(bind, c, layer, max_rows * c.top_k * P, source_grads(bind, layer, where));
   const std::string p = fmt::format("layers.{}.moe.", layer);
   down_ = bind(p + "latent_down");
   norm_ = bind(p + "latent_norm");
@@ -22,10 +53,10 @@ MoELayer<T>::MoELayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer
 }
 
 template <class T>
-i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows) {
-  const i64 l = c.latent_dim, A = rows * c.top_k;
-  return 3 * rows * l + 2 * A * l + rows * c.top_k + 3 * A * c.expert_dim + rows * c.num_experts +
-         512;
+i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows, int ranks) {
+  const i64 l = c.latent_dim, A = rows * c.top_k, received = A * ranks;
+  return 3 * rows * l + A * l + received * l + rows * c.top_k + 3 * received * c.expert_dim +
+         rows * c.num_experts + 512;
 }
 
 template <class T>
@@ -39,7 +70,8 @@ void MoELayer<T>::forward(const T* x, T* out, i64 rows, const Dispatch& dispatch
 
   const Routing<T>& r = router_.routing();
   rows_at_experts_ = dispatcher_->dispatch(r, z_.data(), rows, dispatch, c_.capacity_factor);
-  experts_.forward(rows_at_experts_.offsets, rows_at_experts_.input, rows_at_experts_.output);
+  experts_.forward(rows_at_experts_.offsets, rows_at_experts_.blocks, rows_at_experts_.input,
+                   rows_at_experts_.output);
   T* R = r_.data();
   dispatcher_->combine(r, R);
   linear_fwd(R, up_.w, out, rows, l, d);
@@ -59,13 +91,15 @@ void MoELayer<T>::backward(const T* dout, T* dx, Arena<T>& arena) {
 
   linear_bwd(dout, r_.data(), up_.w, dR, up_.g, rows, l, d);
   const T* dyg = dispatcher_->combine_backward(router_.routing(), dR, dw, arena);
-  experts_.backward(rows_at_experts_.offsets, dyg, dxg, scratch);
+  experts_.backward(rows_at_experts_.offsets, rows_at_experts_.blocks, dyg, dxg, scratch);
   dispatcher_->dispatch_backward(dxg, dz);
   kernels::rmsnorm_bwd(dz, z0_.data(), norm_.w, rstd_.data(), dz0, norm_.g, rows, l);
   linear_bwd(dz0, x_, down_.w, dx, down_.g, rows, d, l, /*accumulate_dx=*/true);
   router_.backward(dw, x_, dx, arena);
 }
 
+template struct ExpertPlacement<float>;
+template struct ExpertPlacement<double>;
 template class MoELayer<float>;
 template class MoELayer<double>;
 

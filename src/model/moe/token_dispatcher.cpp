@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
+#include "core/timer.hpp"
+#include "dist/comm.hpp"
+
 namespace marin {
 
 template <class T>
@@ -23,7 +27,7 @@ ExpertRows<T> LocalDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 
 #pragma omp parallel for schedule(static)
   for (i64 row = 0; row < kept; ++row)
     std::copy(z + plan_.row_token[row] * l, z + (plan_.row_token[row] + 1) * l, xg + row * l);
-  return {plan_.offsets.data(), kept, xg_.data(), yg_.data()};
+  return {plan_.offsets.data(), plan_.E, kept, xg_.data(), yg_.data()};
 }
 
 template <class T>
@@ -83,7 +87,96 @@ void LocalDispatcher<T>::dispatch_backward(const T* dxg, T* dz) {
   sum_slots(dxg, nullptr, dz);  // the dual of the gather: add each row back to its token
 }
 
+template <class T>
+AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, dist::Comm& ep)
+    : ep_(ep), l_(c.latent_dim), E_loc_(c.num_experts / ep.size()), local_(c, max_rows) {
+  const size_t P = size_t(ep.size());
+  send_counts_.resize(P * size_t(E_loc_));
+  recv_counts_.resize(P * size_t(E_loc_));
+  sc_.resize(P), sd_.resize(P), rc_.resize(P), rd_.resize(P);
+  blocks_.resize(P * size_t(E_loc_) + 1);
+  const i64 received = max_received(c, max_rows, ep.size());
+  xr_.resize(received * l_);
+  yr_.resize(received * l_);
+  back_.resize(max_rows * c.top_k * l_);
+}
+
+template <class T>
+void AllToAllDispatcher<T>::exchange(const T* send, T* recv, bool forward) {
+  const Timer t;
+  if (forward)
+    ep_.alltoallv(send, sc_.data(), sd_.data(), recv, rc_.data(), rd_.data());
+  else
+    ep_.alltoallv(send, rc_.data(), rd_.data(), recv, sc_.data(), sd_.data());
+  const auto& out = forward ? sc_ : rc_;
+  for (size_t q = 0; q < out.size(); ++q)
+    if (int(q) != ep_.rank()) traffic_.bytes += out[q] * int64_t(sizeof(T));
+  traffic_.seconds += t.seconds();
+}
+
+template <class T>
+ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 rows,
+                                              const Dispatch& d, double capacity_factor) {
+  // 1. The local plan: kept assignments grouped by global expert, hence by owner rank.
+  sent_ = local_.dispatch(r, z, rows, d, capacity_factor);
+  const int P = ep_.size();
+  const int64_t* off = sent_.offsets;
+  for (i64 e = 0; e < P * E_loc_; ++e) send_counts_[size_t(e)] = off[e + 1] - off[e];
+  // 2. Counts: each owner learns how many rows of each of its experts every sender has.
+  const Timer t;
+  std::vector<int64_t> n(static_cast<size_t>(P), E_loc_), at(static_cast<size_t>(P));
+  for (int q = 0; q < P; ++q) at[size_t(q)] = q * E_loc_;
+  ep_.alltoallv(send_counts_.data(), n.data(), at.data(), recv_counts_.data(), n.data(), at.data());
+  traffic_.seconds += t.seconds();
+  traffic_.bytes += (P - 1) * E_loc_ * int64_t(sizeof(int64_t));
+  // 3. Rows: block (source s, local expert e) arrives at blocks_[s·E_loc + e], source-major.
+  blocks_[0] = 0;
+  for (size_t b = 0; b < recv_counts_.size(); ++b) blocks_[b + 1] = blocks_[b] + recv_counts_[b];
+  for (int q = 0; q < P; ++q) {
+    const size_t first = size_t(q) * size_t(E_loc_), last = first + size_t(E_loc_);
+    sd_[size_t(q)] = off[first] * l_;
+    sc_[size_t(q)] = (off[last] - off[first]) * l_;
+    rd_[size_t(q)] = blocks_[first] * l_;
+    rc_[size_t(q)] = (blocks_[last] - blocks_[first]) * l_;
+  }
+  const i64 received = blocks_.back();
+  MARIN_CHECK(received * l_ <= i64(xr_.size()), "all-to-all: {} rows exceed the workspace",
+              received);
+  exchange(sent_.input, xr_.data(), /*forward=*/true);
+  return {blocks_.data(), i64(P) * E_loc_, received, xr_.data(), yr_.data()};
+}
+
+template <class T>
+void AllToAllDispatcher<T>::combine(const Routing<T>& r, T* R) {
+  exchange(yr_.data(), sent_.output, /*forward=*/false);  // outputs back, in the sender's order
+  local_.combine(r, R);
+}
+
+template <class T>
+const T* AllToAllDispatcher<T>::combine_backward(const Routing<T>& r, const T* dR, T* dw,
+                                                 Arena<T>& arena) {
+  const T* dy = local_.combine_backward(r, dR, dw, arena);
+  // The experts' outputs are not needed any more: their buffer receives the output gradient.
+  exchange(dy, yr_.data(), /*forward=*/true);
+  return yr_.data();
+}
+
+template <class T>
+void AllToAllDispatcher<T>::dispatch_backward(const T* dinput, T* dz) {
+  exchange(dinput, back_.data(), /*forward=*/false);
+  local_.dispatch_backward(back_.data(), dz);
+}
+
+template <class T>
+DispatchTraffic AllToAllDispatcher<T>::take_traffic() {
+  const auto t = traffic_;
+  traffic_ = {};
+  return t;
+}
+
 template class LocalDispatcher<float>;
 template class LocalDispatcher<double>;
+template class AllToAllDispatcher<float>;
+template class AllToAllDispatcher<double>;
 
 }  // namespace marin

@@ -8,8 +8,13 @@
 // after the experts' backward, dispatch_backward (the experts' input gradient → dz).
 //
 // LocalDispatcher: every expert lives in this process, so moving rows is a gather and a
-// scatter-add. An all-to-all dispatcher over an expert-parallel group of ranks is another
-// implementation of the same interface: the experts see only their local rows either way.
+// scatter-add. AllToAllDispatcher: the experts are split over an expert-parallel group of ranks
+// (docs/distributed.md); on top of the local gather it exchanges the per-expert counts (an
+// all-to-all), sends each row to the rank of its expert and receives the rows for its own experts
+// (all-to-all-v), and sends the outputs back by the reverse exchange; backward reuses the same
+// counts in the opposite directions. The experts see only their local rows either way.
+#include <memory>
+
 #include "core/arena.hpp"
 #include "core/buffer.hpp"
 #include "model/config.hpp"
@@ -18,14 +23,22 @@
 
 namespace marin {
 
-// The experts' view of a dispatch: local expert e computes rows offsets[e] .. offsets[e+1] of
-// input; it writes its outputs to the same rows of output.
+// The experts' view of a dispatch: block b (local expert b mod E_loc, from source b div E_loc)
+// computes rows offsets[b] .. offsets[b+1] of input; it writes its outputs to the same rows of
+// output.
 template <class T>
 struct ExpertRows {
-  const int64_t* offsets = nullptr;  // [local experts + 1]
+  const int64_t* offsets = nullptr;  // [blocks + 1]
+  int64_t blocks = 0;
   int64_t rows = 0;
   const T* input = nullptr;
   T* output = nullptr;
+};
+
+// Time in and bytes sent by this rank's exchanges with other ranks.
+struct DispatchTraffic {
+  double seconds = 0;
+  int64_t bytes = 0;
 };
 
 template <class T>
@@ -46,6 +59,8 @@ class TokenDispatcher {
   virtual const DispatchPlan& plan() const = 0;
   // A training step of `tokens` tokens begins (capacity over the step: DispatchPlan::begin_step).
   virtual void begin_step(i64 tokens) = 0;
+  // What the exchanges between ranks cost since the last call (zero for a local dispatcher).
+  virtual DispatchTraffic take_traffic() { return {}; }
 };
 
 template <class T>
@@ -67,6 +82,38 @@ class LocalDispatcher final : public TokenDispatcher<T> {
   i64 l_ = 0, K_ = 0, rows_ = 0;
   DispatchPlan plan_;
   Buffer<T> xg_, yg_;  // [assignments, ℓ]: expert inputs and outputs, grouped by expert
+};
+
+template <class T>
+class AllToAllDispatcher final : public TokenDispatcher<T> {
+ public:
+  // ep: the expert-parallel group (rank j holds experts j·E/P … (j+1)·E/P − 1).
+  AllToAllDispatcher(const ModelConfig& c, i64 max_rows, dist::Comm& ep);
+  ExpertRows<T> dispatch(const Routing<T>& r, const T* z, i64 rows, const Dispatch& d,
+                         double capacity_factor) override;
+  void combine(const Routing<T>& r, T* R) override;
+  const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) override;
+  void dispatch_backward(const T* dinput, T* dz) override;
+  const DispatchPlan& plan() const override { return local_.plan(); }
+  void begin_step(i64 tokens) override { local_.begin_step(tokens); }
+  DispatchTraffic take_traffic() override;
+  // The most rows one rank's experts can receive in a forward: every assignment of every rank.
+  static i64 max_received(const ModelConfig& c, i64 max_rows, int ranks) {
+    return max_rows * c.top_k * ranks;
+  }
+
+ private:
+  // Rows (ℓ each) from the sender's expert order to the owners (forward) or back (reverse).
+  void exchange(const T* send, T* recv, bool forward);
+  dist::Comm& ep_;
+  i64 l_ = 0, E_loc_ = 0;
+  LocalDispatcher<T> local_;  // the plan, the gather into expert order and the weighted sums
+  ExpertRows<T> sent_;        // the local dispatch: rows in the order of their (global) expert
+  std::vector<int64_t> send_counts_, recv_counts_;  // [P·E_loc]: rows per (peer, local expert)
+  std::vector<int64_t> sc_, sd_, rc_, rd_;          // per peer, in elements
+  std::vector<int64_t> blocks_;                     // [P·E_loc + 1] received block offsets
+  Buffer<T> xr_, yr_, back_;  // received inputs, their outputs; rows returned to the sender
+  DispatchTraffic traffic_;
 };
 
 }  // namespace marin
