@@ -1,15 +1,24 @@
 // The communicator and the pieces built on it, run under real mpirun (np 1, 2 and 4; see
 // tests/CMakeLists.txt): every collective against what it must compute, the ZeRO-1 optimizer
 // shards (a partition of the table; gather/load round trip), and the capacity-limited dispatcher
-// over a group dropping exactly what one process drops for the same routing.
+// over a group dropping exactly what one process drops for the same routing; expert parallelism:
+// the pooled transport's drops with S > 1 shards against a brute-force simulation of its rule,
+// the expert shards' layout round trip, and a whole expert-parallel model (all-to-all dispatch,
+// zero-row experts, a skewed router) against the one-process model, bit for bit.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <numeric>
 
 #include "dist/comm.hpp"
 #include "model/config.hpp"
+#include "model/expert_shard.hpp"
+#include "model/model.hpp"
 #include "model/moe/dispatcher.hpp"
 #include "model/params.hpp"
+#include "model/pooled_capacity.hpp"
 #include "optim/optimizer.hpp"
 
 using namespace marin;
@@ -166,6 +175,169 @@ TEST(Dispatcher, CapacityOverWavesOfRanksDropsWhatOneForwardDrops) {
       EXPECT_EQ(mine.slot_row[a] < 0, whole.slot_row[mb * micro * K + a] < 0) << mb << " " << a;
   }
   EXPECT_EQ(W().allreduce(dropped), whole.dropped);
+}
+
+// A skewed routing of `rows` tokens (K distinct experts each): expert 0 is wanted by 40 %.
+std::vector<int32_t> skewed_routing(int64_t rows, int64_t E, int64_t K, uint64_t seed) {
+  std::vector<int32_t> expert;
+  uint64_t x = seed;
+  for (int64_t t = 0; t < rows; ++t) {
+    std::vector<int32_t> picked;
+    while (int64_t(picked.size()) < K) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const uint64_t u = (x >> 33) % 100;
+      const int32_t e = u < 40 ? 0 : int32_t(u % uint64_t(E));
+      if (std::find(picked.begin(), picked.end(), e) == picked.end()) picked.push_back(e);
+    }
+    expert.insert(expert.end(), picked.begin(), picked.end());
+  }
+  return expert;
+}
+
+TEST(Dispatcher, PooledOverExpertShardsMatchesTheRuleSimulated) {
+  // Every rank is a sender; the experts are split over all ranks (S = n shards).
+  const int r = W().rank(), n = W().size();
+  const int64_t E = 4 * n, K = 2, rows = 37 + 5 * r, W_ = 3;
+  const double cf = 1.0;
+  const auto mine = skewed_routing(rows, E, K, 11 + uint64_t(r));
+  DispatchPlan plan;
+  plan.reserve(rows, E, K);
+  plan.build(mine.data(), rows, Dispatch{Transport::Pooled, W_, nullptr, &W()}, cf);
+  // Brute force over every sender's routing, in the rule's words.
+  std::vector<int64_t> all_rows = W().allgather(rows);
+  std::vector<int64_t> counts, displs;
+  int64_t total = 0;
+  for (int64_t q : all_rows) counts.push_back(q * K), displs.push_back(total), total += q * K;
+  std::vector<int32_t> all(static_cast<size_t>(total));
+  W().allgatherv(mine.data(), rows * K, all.data(), counts.data(), displs.data());
+  const int64_t E_loc = E / n;
+  std::vector<int64_t> arrivals(static_cast<size_t>(E * W_), 0);  // per (expert, wave)
+  int64_t sender_drops = 0, receiver_drops = 0;
+  std::vector<int> kept_mine;
+  for (int q = 0; q < n; ++q) {
+    const PooledCapacity cap = pooled_capacity(all_rows[size_t(q)], K, n, E_loc, W_, cf);
+    std::vector<int64_t> rank_in_shard(static_cast<size_t>(n), 0);
+    for (int64_t a = 0; a < counts[size_t(q)]; ++a) {
+      const int32_t e = all[size_t(displs[size_t(q)] + a)];
+      const int64_t i = rank_in_shard[size_t(e / E_loc)]++;
+      bool kept = i / W_ < cap.sender_rows;
+      if (!kept) {
+        ++sender_drops;
+      } else if (arrivals[size_t(e * W_ + i % W_)]++ >= cap.receiver_rows) {
+        kept = false, ++receiver_drops;
+      }
+      if (q == r) kept_mine.push_back(kept);
+    }
+  }
+  EXPECT_GT(sender_drops + receiver_drops, 0) << "the skew must make the rule drop";
+  EXPECT_EQ(W().allreduce(plan.sender_dropped), sender_drops);
+  EXPECT_EQ(W().allreduce(plan.receiver_dropped), receiver_drops);
+  for (int64_t a = 0; a < rows * K; ++a)
+    EXPECT_EQ(plan.slot_row[a] >= 0, kept_mine[size_t(a)] != 0) << "assignment " << a;
+}
+
+TEST(ExpertShard, TakeAndGatherRoundTripTheFullLayout) {
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.num_experts = 4 * W().size();
+  const ParamTable full(c), local(c, {W().size(), W().rank()});
+  EXPECT_LE(local.total(), full.total());
+  std::vector<float> x(static_cast<size_t>(full.total()));
+  std::iota(x.begin(), x.end(), 0.0f);
+  std::vector<float> mine(static_cast<size_t>(local.total()));
+  take_shard(full, x.data(), local, mine.data());
+  const auto& w = local.at("layers.0.moe.experts.w_up");
+  EXPECT_EQ(w.shape[0], 4);
+  EXPECT_EQ(w.first_expert, 4 * W().rank());
+  EXPECT_EQ(mine[size_t(w.offset)],
+            x[size_t(full.at(w.name).offset + w.first_expert * w.size / 4)]);
+  std::vector<float> back(W().is_root() ? x.size() : 0);
+  gather_shards(local, mine.data(), full, back.data(), W());
+  if (W().is_root()) {
+    for (auto& p : full.params())
+      for (int64_t i = 0; i < p.size; ++i)
+        ASSERT_EQ(back[size_t(p.offset + i)], x[size_t(p.offset + i)]) << p.name;
+  }
+  // Initialisation draws each stack's stream whole: a shard starts as its slice.
+  std::vector<float> init_full(x.size()), init_local(mine.size()), sliced(mine.size());
+  full.initialize(init_full.data(), 3);
+  local.initialize(init_local.data(), 3);
+  take_shard(full, init_full.data(), local, sliced.data());
+  EXPECT_EQ(init_local, sliced);
+}
+
+// One forward/backward of an expert-parallel model against the one-process model on every
+// rank's micro-batch, with a router biased so hard towards experts 0 and 1 that every other
+// expert — every expert of every rank but the first — receives zero rows.
+void expect_expert_parallel_equals_one_process(bool skewed) {
+  const int r = W().rank(), n = W().size();
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.num_experts = 4 * n;
+  c.seq_len = 32;
+  c.sliding_window = 16;
+  const int B = 2;
+  Model<float> ep(c, B, &W()), one(c, B);
+  one.init(9);
+  take_shard(one.table(), one.params().data(), ep.table(), ep.params().data());
+  if (skewed)
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const std::string bias = fmt::format("layers.{}.moe.router_bias", l);
+      for (Model<float>* m : {&ep, &one}) m->param(bias)[0] = m->param(bias)[1] = 50.0f;
+    }
+  auto batch = [&](int q, std::vector<int32_t>& tok, std::vector<int32_t>& lab) {
+    tok.resize(size_t(B * c.seq_len)), lab.resize(tok.size());
+    for (size_t i = 0; i < tok.size(); ++i)
+      tok[i] = int32_t((7 * i + 13 * size_t(q)) % size_t(c.vocab_size)),
+      lab[i] = int32_t((5 * i + 3 * size_t(q)) % size_t(c.vocab_size));
+  };
+  std::vector<int32_t> tok, lab;
+  batch(r, tok, lab);
+  const LossStats s = ep.forward({B, tok.data(), lab.data(), nullptr, 0});
+  ep.backward();
+  const ParamTable& lt = ep.table();
+  const int64_t R = ep.expert_region_size();
+  for (int q = 0; q < n; ++q) {
+    std::vector<int32_t> t2, l2;
+    batch(q, t2, l2);
+    const LossStats s1 = one.forward({B, t2.data(), l2.data(), nullptr, 0});
+    one.backward();
+    if (q == r) {
+      EXPECT_EQ(s.loss, s1.loss);
+      for (auto& p : lt.params()) {
+        if (p.routed_expert) continue;
+        for (int64_t i = 0; i < p.size; ++i)
+          ASSERT_EQ(ep.grads()[size_t(p.offset + i)],
+                    one.grads()[size_t(one.table().at(p.name).offset + i)])
+              << p.name;
+      }
+    }
+    // The gradient of this rank's experts from source q's rows (one rank: its own gradients).
+    std::vector<float> sliced(size_t(lt.total()));
+    take_shard(one.table(), one.grads().data(), lt, sliced.data());
+    for (auto& p : lt.params()) {
+      if (!p.routed_expert) continue;
+      const float* got = n == 1 ? ep.grads().data() + p.offset
+                                : ep.source_grads().data() + q * R + (p.offset - lt.expert_begin());
+      for (int64_t i = 0; i < p.size; ++i)
+        ASSERT_EQ(got[i], sliced[size_t(p.offset + i)]) << p.name << " from source " << q;
+    }
+  }
+  if (skewed) {
+    // Every assignment went to experts 0 and 1, which rank 0 holds: every other rank's experts
+    // (and, with 2+ ranks, every other rank) received nothing.
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const DispatchPlan& plan = ep.block(l).moe().plan();
+      EXPECT_EQ(plan.requested[0] + plan.requested[1], plan.kept) << "layer " << l;
+      EXPECT_GT(plan.kept, 0);
+    }
+  }
+}
+
+TEST(ExpertParallel, ForwardAndBackwardEqualOneProcess) {
+  expect_expert_parallel_equals_one_process(false);
+}
+
+TEST(ExpertParallel, ZeroRowExpertsAndASkewedRouterEqualOneProcess) {
+  expect_expert_parallel_equals_one_process(true);
 }
 
 int main(int argc, char** argv) {
