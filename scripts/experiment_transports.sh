@@ -3,21 +3,29 @@
 # mixture — dropless, capacity (recipe §8) and pooled (the hero's waves) over the same tokens, and
 # a run that switches pooled → dropless half way from the pooled run's checkpoint (as the hero did
 # at step 81,716) against the pooled run that stays. Resumable: finished runs are kept.
-# Usage: [EXP_DIR=runs/exp-transport] [PRESET=tiny] scripts/experiment_transports.sh [STEPS] [BATCH]
+# With NP=N EP=P the runs are expert-parallel under mpirun (N ranks, experts split over P: the
+# pooled transport then has S = P shards, with sender and receiver drops).
+# Usage: [EXP_DIR=runs/exp-transport] [PRESET=tiny] [NP=1 EP=1] scripts/experiment_transports.sh [STEPS] [BATCH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${MARIN:-build/bin/marin}
+NP=${NP:-1}
+EP=${EP:-1}
+if ((NP > 1)); then
+  B="mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np $NP $B"
+fi
 D=${EXP_DIR:-runs/exp-transport}
 STEPS=${1:-400}
 BATCH=${2:-16}
 HALF=$((STEPS / 2))
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p "$D"
-[ -f "$D/tokenizer.json" ] || $B tokenizer train --vocab 512 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
-[ -f "$D/tokens/manifest.json" ] || $B tokenize --vocab "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
+M=${MARIN:-build/bin/marin}  # the data preparation runs in one process
+[ -f "$D/tokenizer.json" ] || $M tokenizer train --vocab 512 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
+[ -f "$D/tokens/manifest.json" ] || $M tokenize --vocab "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
 common=(--preset "${PRESET:-tiny}" --data configs/fixture_mixture.toml --token-dir "$D/tokens"
         --tokenizer "$D/tokenizer.json" --batch "$BATCH" --steps "$STEPS" --seed 1
-        --eval-every $((STEPS / 10)) --eval-batches 8)
+        --eval-every $((STEPS / 10)) --eval-batches 8 --ep "$EP")
 done_at() { [ -d "$D/$1/checkpoints/step-$(printf %08d "$STEPS")" ]; }
 run() {  # name, extra args...
   local name=$1; shift
@@ -31,7 +39,7 @@ run pooled --transport pooled --waves 3 --keep-every "$HALF"
 if ! done_at switched; then
   rm -rf "${D:?}/switched"
   $B train --fork-from "$D/pooled/checkpoints/step-$(printf %08d "$HALF")" --transport dropless \
-    --out "$D/switched" 2>"$D/switched.log" >/dev/null
+    --ep "$EP" --out "$D/switched" 2>"$D/switched.log" >/dev/null
 fi
 /usr/bin/python3 - "$D" "$HALF" <<'PY'
 import json, sys
