@@ -13,8 +13,10 @@
 #include "train/safetensors.hpp"
 
 using namespace marin;
+using marin::testing::metrics;
 using marin::testing::run;
 using marin::testing::TempDir;
+using marin::testing::write_rows;
 
 namespace {
 
@@ -204,4 +206,32 @@ TEST(Cli, BadTokenFilesAreNamed) {
   r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("short.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("is not a multiple of (seq_len + 1) × 4 = 260"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ResumeAppliesTheOptionsItMayChangeAndRefusesTheOthersByName) {
+  TempDir tmp("cli-resume-options");
+  write_rows(tmp.str("rows.bin"), 16);
+  const std::string run_dir = tmp.str("run");
+  auto r = run("train --preset tiny --batch 4 --steps 4 --tokens " + tmp.str("rows.bin") +
+               " --out " + run_dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Not the run's own options: refused, every one named, nothing run.
+  r = run("train --resume " + run_dir + " --seed 3 --batch 2 --steps 6");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--batch, --seed cannot change on --resume"), std::string::npos) << r.out;
+  EXPECT_EQ(metrics(run_dir).size(), 4u);
+  r = run("train --resume " + run_dir + " --tokens " + tmp.str("rows.bin"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--tokens cannot change on --resume"), std::string::npos) << r.out;
+  // What it may change is applied, not dropped: a longer schedule and a checkpoint cadence.
+  r = run("train --resume " + run_dir + " --steps 6 --ckpt-every 1 --eval-batches 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(metrics(run_dir).size(), 6u);
+  const auto run_json = nlohmann::json::parse(marin::read_file(run_dir + "/run.json"));
+  EXPECT_EQ(run_json["options"]["steps"], 6);
+  EXPECT_EQ(run_json["options"]["ckpt_every"], 1);
+  EXPECT_EQ(run_json["options"]["eval_batches"], 2);
+  r = run("train --resume " + run_dir + " --steps 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--steps 3"), std::string::npos) << r.out;
 }

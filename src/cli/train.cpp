@@ -1,6 +1,9 @@
 // marin train: a new run, a resumed run (--resume RUN) or a fork of a checkpoint with changed
 // settings (--fork-from CKPT). Prints a live progress line; writes RUN/metrics.jsonl.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
@@ -91,18 +94,41 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   o.inject_nan_grad_steps = a.inject_nan;
 }
 
+// The options --resume applies: how the rest of the run is computed (transport, waves, expert
+// split), how long it is and how often it checkpoints and evaluates. Every other option is the
+// run's own (model, data, optimizer, seed, batch, micro-batch) and is refused by name: a flag is
+// never silently dropped.
+constexpr const char* kResumableOptions[] = {
+    "--resume",     "--time-limit",   "--steps",         "--transport",
+    "--waves",      "--ep",           "--ckpt-every",    "--keep-every",
+    "--eval-every", "--eval-batches", "--max-bad-steps", "--inject-nan-grad"};
+
+void refuse_unresumable(const TrainCli& a) {
+  std::vector<std::string> refused;
+  for (const CLI::Option* opt : a.app->get_options()) {
+    if (opt->count() == 0 || opt->get_lnames().empty()) continue;
+    const std::string name = "--" + opt->get_lnames().front();
+    if (name == "--help") continue;
+    if (std::find(std::begin(kResumableOptions), std::end(kResumableOptions), name) ==
+        std::end(kResumableOptions))
+      refused.push_back(name);
+  }
+  if (!refused.empty())
+    fail(
+        "{} cannot change on --resume (the run keeps its own; --resume may change {}); use "
+        "--fork-from CHECKPOINT --out NEW_RUN to start a new run with other options",
+        fmt::join(refused, ", "),
+        "--time-limit, --steps, --transport, --waves, --ep, --ckpt-every, --keep-every, "
+        "--eval-every, --eval-batches and --max-bad-steps");
+}
+
 int run_train(const TrainCli& a) {
   std::unique_ptr<Trainer> t;
   if (!a.resume.empty()) {
-    if (a.given("--micro-batch"))
-      fail(
-          "--micro-batch fixes a run's numerics and cannot change on --resume (use --fork-from "
-          "with --micro-batch for a new run from the checkpoint)");
+    refuse_unresumable(a);
     ResumeChanges changes;
     changes.time_limit_s = a.time_limit;
-    if (a.given("--transport")) changes.transport = parse_transport(a.transport);
-    if (a.given("--waves")) changes.waves = a.waves;
-    if (a.given("--ep")) changes.ep = a.ep;
+    changes.edit = [&a](TrainOptions& o) { apply(a, o, /*only_given=*/true); };
     t = Trainer::resume(a.resume, nullptr, changes);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");

@@ -1,6 +1,7 @@
 #pragma once
 // Everything that defines a training run besides its data: saved in every checkpoint so that
 // `--resume` continues the same run and `--fork-from` can change chosen settings.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -52,13 +53,13 @@ struct TrainOptions {
   static TrainOptions from_json(const nlohmann::json& j);
 };
 
-// What `--resume` may change: settings that do not change the model or the data, only how a step
-// is run from here on (recipe §8: the hero switched transport mid-run from a checkpoint).
+// What `--resume` changes: the time limit, and an edit of the run's options by the options given
+// with it (the CLI refuses any that may not change: kResumableOptions). A changed transport,
+// waves or expert split is recorded in the run's lineage (recipe §8: the hero switched transport
+// mid-run from a checkpoint).
 struct ResumeChanges {
   double time_limit_s = 0;
-  std::optional<Transport> transport;
-  std::optional<int64_t> waves;
-  std::optional<int> ep;
+  std::function<void(TrainOptions&)> edit;
 };
 
 // A quarter of the batch when 4 divides it (else a half, else the whole batch): 4 micro-batches,

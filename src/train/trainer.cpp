@@ -249,9 +249,15 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
   RunState st = read_run_state(*ckpt);
   st.options.time_limit_s = changes.time_limit_s;
   const TrainOptions before = st.options;
-  if (changes.transport) st.options.transport = *changes.transport;
-  if (changes.waves) st.options.waves = *changes.waves;
-  if (changes.ep) st.options.ep = *changes.ep;
+  if (changes.edit) changes.edit(st.options);
+  if (st.options.steps != before.steps) {
+    if (st.options.steps < st.step)
+      fail("--steps {}: {} has already done {} steps", st.options.steps, *ckpt, st.step);
+    if (!st.options.forecast.empty())
+      fail("--steps cannot change on --resume of a run tracked against a forecast ({})",
+           st.options.forecast);
+    st.options.optim.total_steps = st.options.steps;  // the schedule's horizon moves with it
+  }
   if (st.options.transport != before.transport || st.options.waves != before.waves ||
       st.options.ep != before.ep) {
     if (!st.lineage.is_object()) st.lineage = nlohmann::json::object();
