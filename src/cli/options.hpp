@@ -83,7 +83,7 @@ struct ModelOptions {
 struct DataOptions {
   std::string tokens, valid_tokens, data, token_dir, tokenizer;
   void add(CLI::App& app) {
-    app.add_option("--tokens", tokens, "training data: pre-tokenized rows (row s·B+i at step s)");
+    app.add_option("--tokens", tokens, "training data: pre-tokenized rows, docs/formats.md (row s·B+i at step s)");
     app.add_option("--valid-tokens", valid_tokens, "validation rows for --tokens");
     app.add_option("--data", data, "training data: a mixture config (TOML/JSON, see docs/data.md)");
     app.add_option("--token-dir", token_dir, "token shards of --data (marin tokenize)");

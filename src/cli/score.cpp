@@ -56,7 +56,7 @@ MARIN_COMMAND(score, "score", "Score pre-tokenized rows with a checkpoint (dropl
                 auto o = std::make_shared<ScoreOptions>();
                 app.add_option("--checkpoint", o->checkpoint, "checkpoint directory")->required();
                 app.add_option("--tokens", o->tokens,
-                               "raw uint32 file of rows of seq_len+1 ids (formats.md)")
+                               "raw uint32 file of rows of seq_len+1 ids (docs/formats.md)")
                     ->required();
                 app.add_option("--batch", o->batch, "rows per forward pass")->default_val(4);
                 return [o] { return run_score(*o); };

@@ -7,6 +7,7 @@
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "data/mixture.hpp"
 #include "scaling/forecast_hook.hpp"
 #include "train/checkpoint.hpp"
@@ -154,10 +155,22 @@ int run_train(const TrainCli& a) {
     t = std::make_unique<Trainer>(o, a.out, a.init);
   }
   scaling::attach_forecast(*t);
+  const int64_t first_step = t->step();
+  const Timer wall;
   const TrainResult r = t->run();
   if (!t->is_root()) return 0;
-  fmt::print("{{\"steps\": {}, \"loss\": {}, \"valid_ce\": {}, \"checkpoint\": \"{}\"}}\n",
-             r.steps_done, r.last_loss, r.last_valid_ce, r.last_checkpoint);
+  // For people: what was done and where it is. For scripts: one JSON line (absent means absent).
+  const double secs = wall.seconds();
+  const TrainOptions& o = t->options();
+  const double tokens = double(r.steps_done - first_step) * o.batch * double(o.model.seq_len);
+  fmt::print(stderr, "trained steps {}–{} of {} in {:.1f} s ({:.0f} tokens/s): loss {:.4f}{}\n",
+             first_step, r.steps_done, o.steps, secs, secs > 0 ? tokens / secs : 0.0, r.last_loss,
+             r.last_valid_ce >= 0 ? fmt::format(", validation CE {:.4f}", r.last_valid_ce) : "");
+  if (!r.last_checkpoint.empty()) fmt::print(stderr, "checkpoint: {}\n", r.last_checkpoint);
+  nlohmann::json line = {{"steps", r.steps_done}, {"loss", r.last_loss}};
+  if (r.last_valid_ce >= 0) line["valid_ce"] = r.last_valid_ce;
+  if (!r.last_checkpoint.empty()) line["checkpoint"] = r.last_checkpoint;
+  fmt::print("{}\n", line.dump());
   return 0;
 }
 
