@@ -256,6 +256,12 @@ TEST(SampleCli, GeneratesTextAndNamesAMissingTokenizer) {
                           " --prompt 'And God said' --max-tokens 5 --temperature 0");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("generated"), std::string::npos) << r.out;
+  // stdout reads as the whole text: the prompt, then its continuation (--no-echo: only that).
+  EXPECT_EQ(r.out.rfind("And God said", 0), 0u) << r.out;
+  r = marin::testing::run("sample --checkpoint " + ck +
+                          " --prompt 'And God said' --max-tokens 5 --temperature 0 --no-echo");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.rfind("And God said", 0), 0u) << r.out;
 
   // Bad options are errors, not crashes.
   r = marin::testing::run("sample --checkpoint " + ck + " --prompt x --top-p 0");

@@ -1,6 +1,7 @@
 // marin sample: text from a checkpoint by incremental decoding (KV cache + SConv taps), streamed
 // to stdout as the tokens are produced. See docs/sampling.md.
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@ struct SampleOptions {
   int64_t max_tokens = 128;
   SamplingOptions sampling;
   uint64_t seed = 0;
+  bool echo = true;
 };
 
 void write_out(std::string_view s) {
@@ -67,6 +69,12 @@ int run_sample(const SampleOptions& o) {
   for (uint32_t i = 0; i < tok.vocab_size(); ++i)
     allowed[i] = tok.has_token(i) && (!tok.is_special(i) || (eos && i == *eos));
 
+  // The prompt first (dimmed on a terminal), so stdout reads as the whole text; --no-echo for the
+  // continuation alone.
+  if (o.echo) {
+    const bool tty = isatty(fileno(stdout));
+    write_out(tty ? "\x1b[2m" + o.prompt + "\x1b[0m" : o.prompt);
+  }
   Timer t_prefill;
   const float* logits = dec.prefill(prompt.data(), int64_t(prompt.size()));
   const double prefill_s = t_prefill.seconds();
@@ -116,6 +124,7 @@ MARIN_COMMAND(sample, "sample",
                                "tokenizer.json)")
                     ->required();
                 app.add_option("--prompt", o->prompt, "text to continue")->required();
+                app.add_flag("!--no-echo", o->echo, "print only the continuation, not the prompt");
                 app.add_option("--max-tokens", o->max_tokens, "tokens to generate at most")
                     ->capture_default_str();
                 app.add_option("--temperature", o->sampling.temperature,
