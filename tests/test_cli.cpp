@@ -235,3 +235,24 @@ TEST(Cli, ResumeAppliesTheOptionsItMayChangeAndRefusesTheOthersByName) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--steps 3"), std::string::npos) << r.out;
 }
+
+TEST(Cli, AShortDataSourceIsNamedWithThePassesItImplies) {
+  TempDir tmp("cli-short-data");
+  write_rows(tmp.str("rows.bin"), 8);
+  const std::string args =
+      "train --preset tiny --batch 4 --steps 6 --tokens " + tmp.str("rows.bin") + " --out ";
+  auto r = run(args + tmp.str("warned"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: " + tmp.str("rows.bin") +
+                       " (8 pre-tokenized rows): the run reads 24 rows (6 steps × batch 4), 3.0 "
+                       "passes over its 8 rows"),
+            std::string::npos)
+      << r.out;
+  r = run(args + tmp.str("refused") + " --strict-data");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("3.0 passes over its 8 rows (--strict-data)"), std::string::npos) << r.out;
+  r = run("train --preset tiny --batch 4 --steps 2 --tokens " + tmp.str("rows.bin") + " --out " +
+          tmp.str("enough"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+}

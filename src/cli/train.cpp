@@ -30,6 +30,7 @@ struct TrainCli {
   int max_bad_steps = 3;
   int64_t waves = 3;
   int ep = 1;
+  bool strict_data = false;
   std::vector<int64_t> inject_nan;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->count(flag) > 0; }
@@ -84,6 +85,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--transport")) o.transport = parse_transport(a.transport);
   if (want("--waves")) o.waves = a.waves;
   if (want("--ep")) o.ep = a.ep;
+  if (want("--strict-data")) o.strict_data = a.strict_data;
   if (want("--no-qb")) o.qb = !a.no_qb;
   if (want("--ckpt-every")) o.ckpt_every = a.ckpt_every;
   if (want("--keep-every")) o.keep_every = a.keep_every;
@@ -226,6 +228,8 @@ MARIN_COMMAND(
                      "expert parallelism: split the routed experts over groups of P ranks "
                      "(P divides the rank count and num_experts; may change on --resume)")
           ->check(CLI::Range(1, 1 << 20));
+      app.add_flag("--strict-data", a->strict_data,
+                   "refuse a run that would read its rows more than once (default: a warning)");
       app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
       app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps")
           ->check(period_range());

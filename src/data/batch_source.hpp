@@ -18,6 +18,9 @@ class BatchSource {
   virtual nlohmann::json state() const = 0;
   virtual void restore(const nlohmann::json& state) = 0;
   virtual std::string describe() const = 0;
+  // How many rows it yields before it repeats itself (0: not a fixed number, e.g. a mixture,
+  // which reports each source's passes in its state instead).
+  virtual int64_t distinct_rows() const { return 0; }
 };
 
 // Pre-tokenized rows (formats.md) in plain order: step s uses rows s·B … s·B+B−1 (wrapping), one

@@ -18,6 +18,7 @@ class RowsSource : public BatchSource {
   std::string describe() const override {
     return rows_.path + " (" + std::to_string(rows_.rows) + " pre-tokenized rows)";
   }
+  int64_t distinct_rows() const override { return rows_.rows; }
 
  private:
   TokenRows rows_;

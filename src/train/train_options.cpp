@@ -49,6 +49,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"eval_domains_every", eval_domains_every},
           {"max_bad_steps", max_bad_steps},
           {"micro_batch", micro_batch},
+          {"strict_data", strict_data},
           {"data", data},
           {"valid", valid},
           {"tokenizer", tokenizer},
@@ -84,6 +85,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.eval_domains_every = j.value("eval_domains_every", int64_t(0));
   o.max_bad_steps = j.at("max_bad_steps").get<int>();
   o.micro_batch = j.value("micro_batch", 0);
+  o.strict_data = j.value("strict_data", false);
   o.data = j.at("data");
   o.valid = j.at("valid");
   o.tokenizer = j.value("tokenizer", "");

@@ -44,6 +44,9 @@ struct TrainOptions {
   std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied
                             // into every checkpoint
   std::string forecast;     // forecast.json (marin forecast) to score this run against
+  // A run that reads its data more than once (more rows than a rows file holds) is an error
+  // instead of a warning.
+  bool strict_data = false;
   std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
 
   // Fills the learning rates left at 0, and β1/β2/ε, from the hyperparameter rule (§5), and the

@@ -204,6 +204,18 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   grad_sum_ = std::make_unique<dist::ExactSum>(segments, table.total(), sums);
   data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--tokens or --data)");
+  // A run that needs more rows than its data holds repeats them: say so (or refuse).
+  const int64_t distinct = data_->distinct_rows(), needed = o.steps * int64_t(o.batch);
+  if (distinct > 0 && needed > distinct) {
+    const std::string what = fmt::format(
+        "{}: the run reads {} rows ({} steps × batch {}), {:.1f} passes over its {} rows",
+        data_->describe(), needed, o.steps, o.batch, double(needed) / double(distinct), distinct);
+    if (o.strict_data) fail("{} (--strict-data)", what);
+    if (comm_->is_root())
+      fmt::print(stderr,
+                 "marin: warning: {}; the model will see each row again (--strict-data refuses)\n",
+                 what);
+  }
   valid_ = make_batch_source(o.valid, o);
   if (N > 1) qb_reducer_ = std::make_unique<CommQBReducer>(*comm_);
   qb_ = QBBalancer(o.model.qb_bins, qb_reducer_.get());
