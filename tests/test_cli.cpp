@@ -78,7 +78,7 @@ TEST(Cli, InitLoadsBackBitIdenticallyAndScores) {
   EXPECT_EQ(std::memcmp(expect.data(), got.data(), expect.size() * sizeof(float)), 0);
 
   write_tokens(tmp.str("rows.bin"), random_rows(5, int(c.seq_len), uint32_t(c.vocab_size)));
-  r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
+  r = run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin") +
           " --batch 2");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -87,10 +87,10 @@ TEST(Cli, InitLoadsBackBitIdenticallyAndScores) {
   EXPECT_NEAR(j["ce"].get<double>(), std::log(double(c.vocab_size)), 0.1);
   EXPECT_NEAR(j["loss"].get<double>(), j["ce"].get<double>() + 1e-4 * j["z"].get<double>(), 1e-9);
   // Deterministic: the same command gives the same line.
-  EXPECT_EQ(run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
-                " --batch 2")
-                .out,
-            r.out);
+  EXPECT_EQ(
+      run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin") + " --batch 2")
+          .out,
+      r.out);
 }
 
 TEST(Cli, NumpyReaderReadsInitOutput) {
@@ -155,7 +155,7 @@ TEST(Cli, BadCheckpointsAreNamed) {
   std::filesystem::create_directories(tmp.str("missing"));
   std::filesystem::copy(tmp.str("ok/config.json"), tmp.str("missing/config.json"));
   write_safetensors(tmp.str("missing/model.safetensors"), views);
-  auto r = run("score --checkpoint " + tmp.str("missing") + " --tokens " + tmp.str("rows.bin"));
+  auto r = run("score --checkpoint " + tmp.str("missing") + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("layers.2.attn.wq"), std::string::npos) << r.out;
 
@@ -169,7 +169,7 @@ TEST(Cli, BadCheckpointsAreNamed) {
   std::filesystem::create_directories(tmp.str("shape"));
   std::filesystem::copy(tmp.str("ok/config.json"), tmp.str("shape/config.json"));
   write_safetensors(tmp.str("shape/model.safetensors"), views);
-  r = run("score --checkpoint " + tmp.str("shape") + " --tokens " + tmp.str("rows.bin"));
+  r = run("score --checkpoint " + tmp.str("shape") + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("lm_head"), std::string::npos) << r.out;
 
@@ -179,12 +179,12 @@ TEST(Cli, BadCheckpointsAreNamed) {
   std::filesystem::copy(tmp.str("ok/model.safetensors"), tmp.str("trunc/model.safetensors"));
   std::filesystem::resize_file(tmp.str("trunc/model.safetensors"),
                                std::filesystem::file_size(tmp.str("ok/model.safetensors")) - 100);
-  r = run("score --checkpoint " + tmp.str("trunc") + " --tokens " + tmp.str("rows.bin"));
+  r = run("score --checkpoint " + tmp.str("trunc") + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("trunc/model.safetensors"), std::string::npos) << r.out;
 
   // Not a checkpoint directory.
-  r = run("score --checkpoint " + tmp.str("nowhere") + " --tokens " + tmp.str("rows.bin"));
+  r = run("score --checkpoint " + tmp.str("nowhere") + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("config.json: missing"), std::string::npos) << r.out;
 }
@@ -195,7 +195,7 @@ TEST(Cli, BadTokenFilesAreNamed) {
   auto ids = random_rows(2, 64, 512);
   ids[70] = 512;  // row 1, position 5: out of vocabulary
   write_tokens(tmp.str("oov.bin"), ids);
-  auto r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("oov.bin"));
+  auto r = run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("oov.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("token id 512 at row 1, position 5 is not below the vocabulary size 512"),
             std::string::npos)
@@ -203,7 +203,7 @@ TEST(Cli, BadTokenFilesAreNamed) {
   ids = random_rows(2, 64, 512);
   ids.pop_back();
   write_tokens(tmp.str("short.bin"), ids);
-  r = run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("short.bin"));
+  r = run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("short.bin"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("is not a multiple of (seq_len + 1) × 4 = 260"), std::string::npos) << r.out;
 }
@@ -255,4 +255,37 @@ TEST(Cli, AShortDataSourceIsNamedWithThePassesItImplies) {
           tmp.str("enough"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ScoreATokenDirectoryDomainPackedAsValidationPacksIt) {
+  TempDir tmp("cli-score-tokdir");
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
+  auto r = run("init --preset tiny --out " + tmp.str("ck"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("score --checkpoint " + tmp.str("ck") + " --token-dir " + tmp.str("tokens") +
+          " --domain fortunes");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  // Every document of the split is scored: each token but a document's first is a label.
+  uint64_t tokens = 0, documents = 0;
+  const auto m = nlohmann::json::parse(marin::read_file(tmp.str("tokens/manifest.json")));
+  for (auto& sh : m["shards"])
+    if (sh["domain"] == "fortunes" && sh["split"] == "valid")
+      tokens += sh["tokens"].get<uint64_t>(), documents += sh["documents"].get<uint64_t>();
+  ASSERT_GT(documents, 0u);
+  EXPECT_EQ(j["tokens"].get<uint64_t>(), tokens - documents);
+  EXPECT_GT(j["ce"].get<double>(), 0);
+  // A domain that is not there, and neither source, are named.
+  r = run("score --checkpoint " + tmp.str("ck") + " --token-dir " + tmp.str("tokens") +
+          " --domain nowhere");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("nowhere"), std::string::npos) << r.out;
+  r = run("score --checkpoint " + tmp.str("ck"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--rows FILE or --token-dir DIR"), std::string::npos) << r.out;
+  // The old spelling still works, with a warning.
+  write_rows(tmp.str("rows.bin"), 3);
+  r = run("score --checkpoint " + tmp.str("ck") + " --tokens " + tmp.str("rows.bin"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--tokens is deprecated; use --rows"), std::string::npos) << r.out;
 }

@@ -342,7 +342,7 @@ TEST(DataParallel, EvalAndScoreSplitOverRanksGiveTheSameReport) {
   EXPECT_GT(compared, 3);
   // score: rows split over the ranks, sums all-reduced.
   write_rows(tmp.str("rows.bin"), 13);
-  const std::string score = "score --checkpoint " + ckpt + " --tokens " + tmp.str("rows.bin");
+  const std::string score = "score --checkpoint " + ckpt + " --rows " + tmp.str("rows.bin");
   const auto s1 = mpirun(0, score), s2 = mpirun(2, score);
   ASSERT_EQ(s1.code, 0) << s1.out;
   ASSERT_EQ(s2.code, 0) << s2.out;

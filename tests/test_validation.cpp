@@ -220,12 +220,12 @@ TEST(RequiredFields, ACheckpointConfigMissingAFieldNamesIt) {
   write_file_atomic(tmp.str("ckpt/config.json"), j.dump());
   marin::testing::write_rows(tmp.str("rows.bin"), 2);
   const RunResult r =
-      run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin"));
+      run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "missing config field 'vocab_size'")) << r.out;
   write_file_atomic(tmp.str("ckpt/config.json"), "{}");
   EXPECT_TRUE(
-      has(run("score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin")).out,
+      has(run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin")).out,
           "missing config field"));
 }
 
@@ -288,7 +288,7 @@ TEST(InputFiles, AFifoIsRefusedInsteadOfBlocking) {
   ASSERT_EQ(run("init --preset tiny --out " + tmp.str("ckpt")).code, 0);
   const std::string cases[] = {
       "plan --config " + fifo,
-      "score --checkpoint " + tmp.str("ckpt") + " --tokens " + fifo,
+      "score --checkpoint " + tmp.str("ckpt") + " --rows " + fifo,
       "train --preset tiny --tokens " + fifo + " --steps 1 --out " + tmp.str("run"),
       "tokenizer encode --vocab " + fifo + " --in " + fifo,
       "tokenizer train --vocab 300 --in " + fifo + " --out " + tmp.str("tok.json"),
@@ -303,7 +303,7 @@ TEST(InputFiles, AFifoIsRefusedInsteadOfBlocking) {
   ASSERT_EQ(::mkfifo(tmp.str("ckpt/model.safetensors").c_str(), 0600), 0);
   marin::testing::write_rows(tmp.str("rows.bin"), 2);
   const RunResult r = run_with_timeout(
-      "score --checkpoint " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin"), 20);
+      "score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin"), 20);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "model.safetensors") && has(r.out, "FIFO")) << r.out;
   // A token shard that is a FIFO.

@@ -1,11 +1,14 @@
-// marin score: dropless forward of a checkpoint over pre-tokenized rows; one JSON line of
-// mean loss, CE, z (mean lse²) and the number of scored tokens. Under mpirun the rows are split
-// into one contiguous run per rank and the sums are all-reduced.
+// marin score: dropless forward of a checkpoint over pre-tokenized rows (--rows), or over the
+// documents of a token directory's domain packed into rows as validation packs them (--token-dir,
+// --domain, --split); one JSON line of mean loss, CE, z (mean lse²) and the number of scored
+// tokens. Under mpirun the rows are split into one contiguous run per rank and the sums are
+// all-reduced.
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "data/loader.hpp"
 #include "data/token_rows.hpp"
 #include "dist/comm.hpp"
 #include "train/checkpoint.hpp"
@@ -14,25 +17,64 @@ namespace marin::cli {
 namespace {
 
 struct ScoreOptions {
-  std::string checkpoint, tokens;
+  std::string checkpoint, rows, tokens, token_dir, domain, split = "valid";
   int batch = 4;
+};
+
+// Rows to score: a rows file, or a domain's documents packed as validation packs them.
+class ScoreRows {
+ public:
+  ScoreRows(const ScoreOptions& o, const ModelConfig& c) : seq_len_(c.seq_len) {
+    if (!o.tokens.empty())
+      fmt::print(stderr, "marin: warning: score --tokens is deprecated; use --rows\n");
+    const std::string rows = o.rows.empty() ? o.tokens : o.rows;
+    if (rows.empty() == o.token_dir.empty())
+      fail("score needs one of --rows FILE or --token-dir DIR (with --domain)");
+    if (!rows.empty()) {
+      rows_ = TokenRows::load(rows, c.seq_len, c.vocab_size);
+      total_ = rows_.rows;
+      return;
+    }
+    if (o.domain.empty()) fail("score --token-dir needs --domain (a domain of its manifest)");
+    packed_ = ValidationSource::for_domain(o.token_dir, o.domain, c.seq_len, 0,
+                                           uint32_t(c.vocab_size), o.split);
+    total_ = packed_->total_rows();
+  }
+  int64_t total() const { return total_; }
+  // Rows [r, r + n) into tok/lab/seg (called in increasing r).
+  void fill(int64_t r, int n, int32_t* tok, int32_t* lab, int32_t* seg) {
+    if (!packed_) {
+      rows_.fill(r, n, tok, lab);
+      std::fill(seg, seg + int64_t(n) * seq_len_, 0);
+      return;
+    }
+    // A packed source is read in order: skip the rows of lower ranks.
+    std::vector<int32_t> t(static_cast<size_t>(seq_len_)), l(t.size()), g(t.size());
+    while (packed_->row() < r) packed_->next(1, t.data(), l.data(), g.data());
+    packed_->next(n, tok, lab, seg);
+  }
+
+ private:
+  int64_t seq_len_, total_ = 0;
+  TokenRows rows_;
+  std::unique_ptr<ValidationSource> packed_;
 };
 
 int run_score(const ScoreOptions& o) {
   const ModelConfig c = load_config(o.checkpoint);
-  const TokenRows rows = TokenRows::load(o.tokens, c.seq_len, c.vocab_size);
+  ScoreRows rows(o, c);
   dist::Comm& world = dist::world();
-  const dist::Range mine = dist::split_evenly(rows.rows, world.size(), world.rank());
+  const dist::Range mine = dist::split_evenly(rows.total(), world.size(), world.rank());
   const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
   Model<float> m(c, B);
   load_params(o.checkpoint, m.table(), m.params().data());
   m.transport = Transport::Dropless;  // evaluation is always dropless
-  std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size());
+  std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size()), seg(tok.size());
   double sums[3] = {0, 0, 0};  // Σ CE, Σ lse², scored tokens
   for (int64_t r = mine.begin; r < mine.end; r += B) {
     const int nb = int(std::min<int64_t>(B, mine.end - r));
-    rows.fill(r, nb, tok.data(), lab.data());
-    const LossStats s = m.forward({nb, tok.data(), lab.data(), nullptr});
+    rows.fill(r, nb, tok.data(), lab.data(), seg.data());
+    const LossStats s = m.forward({nb, tok.data(), lab.data(), seg.data()});
     sums[0] += s.ce * double(s.tokens);
     sums[1] += s.z * double(s.tokens);
     sums[2] += double(s.tokens);
@@ -51,13 +93,20 @@ int run_score(const ScoreOptions& o) {
 
 }  // namespace
 
-MARIN_COMMAND(score, "score", "Score pre-tokenized rows with a checkpoint (dropless forward)",
+MARIN_COMMAND(score, "score",
+              "Score pre-tokenized rows, or a domain of a token directory, with a checkpoint "
+              "(dropless forward)",
               [](CLI::App& app) -> Runner {
                 auto o = std::make_shared<ScoreOptions>();
                 app.add_option("--checkpoint", o->checkpoint, "checkpoint directory")->required();
-                app.add_option("--tokens", o->tokens,
-                               "raw uint32 file of rows of seq_len+1 ids (docs/formats.md)")
-                    ->required();
+                app.add_option("--rows", o->rows,
+                               "raw uint32 file of rows of seq_len+1 ids (docs/formats.md)");
+                app.add_option("--tokens", o->tokens, "deprecated spelling of --rows");
+                app.add_option("--token-dir", o->token_dir,
+                               "token directory (marin tokenize): score --domain's documents, "
+                               "packed into rows as validation packs them");
+                app.add_option("--domain", o->domain, "with --token-dir: the domain to score");
+                app.add_option("--split", o->split, "with --token-dir: valid (default) or train");
                 app.add_option("--batch", o->batch, "rows per forward pass")->default_val(4);
                 return [o] { return run_score(*o); };
               });
