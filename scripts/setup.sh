@@ -23,5 +23,6 @@ fi
 
 BUILD=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} >/dev/null
-cmake --build "$BUILD" -j"$(nproc)"
+# TARGET=marin builds only the binary (the demo); the default builds tests and benchmarks too.
+cmake --build "$BUILD" -j"$(nproc)" ${TARGET:+--target "$TARGET"}
 echo "setup: built $BUILD/bin/marin"
