@@ -33,6 +33,7 @@ struct EvalArgs {
   uint64_t max_tokens = 0;
   int batch = 8;
   std::string train_corpus, mixture;
+  bool allow_nonfinite = false;
   std::vector<std::string> train_domains;
   int ngram = 13;
   double threshold = 0;
@@ -142,7 +143,7 @@ int run_eval(EvalArgs a) {
 
   MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);
   Model<float> m(cfg, a.batch);
-  load_params(a.checkpoint, m.table(), m.params().data());
+  load_params(a.checkpoint, m.table(), m.params().data(), a.allow_nonfinite);
 
   std::optional<eval::NgramIndex> index;
   if (train) {
@@ -265,6 +266,7 @@ MARIN_COMMAND(
           ->capture_default_str()
           ->check(threads_range());
       app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
+      app.add_flag("--allow-nonfinite", a->allow_nonfinite, kAllowNonfiniteHelp);
       return [a] { return run_eval(*a); };
     });
 

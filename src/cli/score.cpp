@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "data/token_rows.hpp"
 #include "dist/comm.hpp"
 #include "train/checkpoint.hpp"
@@ -16,6 +17,7 @@ namespace {
 struct ScoreOptions {
   std::string checkpoint, tokens;
   int batch = 4;
+  bool allow_nonfinite = false;
 };
 
 int run_score(const ScoreOptions& o) {
@@ -25,7 +27,7 @@ int run_score(const ScoreOptions& o) {
   const dist::Range mine = dist::split_evenly(rows.rows, world.size(), world.rank());
   const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
   Model<float> m(c, B);
-  load_params(o.checkpoint, m.table(), m.params().data());
+  load_params(o.checkpoint, m.table(), m.params().data(), o.allow_nonfinite);
   m.transport = Transport::Dropless;  // evaluation is always dropless
   std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size());
   double sums[3] = {0, 0, 0};  // Σ CE, Σ lse², scored tokens
@@ -59,6 +61,7 @@ MARIN_COMMAND(score, "score", "Score pre-tokenized rows with a checkpoint (dropl
                                "raw uint32 file of rows of seq_len+1 ids (formats.md)")
                     ->required();
                 app.add_option("--batch", o->batch, "rows per forward pass")->default_val(4);
+                app.add_flag("--allow-nonfinite", o->allow_nonfinite, kAllowNonfiniteHelp);
                 return [o] { return run_score(*o); };
               });
 

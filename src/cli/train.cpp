@@ -25,7 +25,7 @@ struct TrainCli {
   bool gate_router_wd = false, no_qb = false;
   int max_bad_steps = 3;
   int64_t waves = 3;
-  std::vector<int64_t> inject_nan;
+  std::vector<int64_t> inject_nan, inject_nan_param, inject_inf_state;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->count(flag) > 0; }
 };
@@ -87,6 +87,8 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--max-bad-steps")) o.max_bad_steps = a.max_bad_steps;
   o.time_limit_s = a.time_limit;
   o.inject_nan_grad_steps = a.inject_nan;
+  o.inject_nan_param_steps = a.inject_nan_param;
+  o.inject_inf_state_steps = a.inject_inf_state;
 }
 
 int run_train(const TrainCli& a) {
@@ -201,6 +203,12 @@ MARIN_COMMAND(
           ->check(in_range<double>(0, 1e9));
       app.add_option("--inject-nan-grad", a->inject_nan,
                      "testing aid: poison the gradient at these steps")
+          ->group("");
+      app.add_option("--inject-nan-param", a->inject_nan_param,
+                     "testing aid: a NaN in the updated parameters at these steps")
+          ->group("");
+      app.add_option("--inject-inf-state", a->inject_inf_state,
+                     "testing aid: an Inf in the updated optimizer state at these steps")
           ->group("");
       return [a] { return run_train(*a); };
     });

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "train/checkpoint.hpp"
+#include "train/finite_check.hpp"
 #include "train/safetensors.hpp"
 
 namespace marin {
@@ -41,7 +42,27 @@ int64_t step_of(const fs::path& p) {
   }
 }
 
+// Refuses (naming the tensor) parameters or a full optimizer state m, v holding a NaN or Inf.
+void require_finite_state(const std::string& what, const ParamTable& table, const float* params,
+                          const Buffer<float>& m, const Buffer<float>& v) {
+  require_finite_params(table, params, what);
+  const dist::Range all{0, table.total()};
+  for (const auto& [name, buf] : {std::pair{"m", &m}, std::pair{"v", &v}})
+    if (const int64_t t = first_nonfinite_tensor(table, buf->data(), all); t >= 0)
+      fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", what, name,
+           table.params()[size_t(t)].name);
+}
+
 }  // namespace
+
+bool checkpoint_known_finite(const std::string& ckpt_dir) {
+  try {
+    const auto j = nlohmann::json::parse(read_file(ckpt_dir + "/state.json"));
+    return j.is_object() && j.value("finite", false) == true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
                                 const Model<float>& model, const Buffer<float>& m,
@@ -50,6 +71,8 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
   const std::string final_dir = fmt::format("{}/step-{:08d}", root, state.step);
   const std::string tmp = final_dir + ".tmp";
   std::error_code ec;
+  require_finite_state(fmt::format("checkpoint of step {}", state.step), model.table(),
+                       model.params().data(), m, v);
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
@@ -67,6 +90,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                        {"options", state.options.to_json()},
                        {"data", state.data_state},
                        {"lineage", state.lineage},
+                       {"finite", true},  // checked above: pruning keeps the newest such one
                        {"files",
                         {{"model.safetensors", file_hash(tmp + "/model.safetensors")},
                          {"optimizer.safetensors", file_hash(tmp + "/optimizer.safetensors")}}}};
@@ -116,6 +140,11 @@ void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optim
   const int64_t n = opt.total();
   const Tensor& m = f.at("m", std::vector<int64_t>{n});
   const Tensor& v = f.at("v", std::vector<int64_t>{n});
+  const dist::Range all{0, n};
+  for (const auto& [name, t] : {std::pair{"m", &m}, std::pair{"v", &v}})
+    if (const int64_t bad = first_nonfinite_tensor(model.table(), t->data.data(), all); bad >= 0)
+      fail("{}/optimizer.safetensors: optimizer state {} of tensor '{}' holds a NaN or Inf",
+           ckpt_dir, name, model.table().params()[size_t(bad)].name);
   opt.load_state(m.data.data(), v.data.data());
 }
 
@@ -142,6 +171,9 @@ std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
 void prune_checkpoints(const std::string& run_dir, const std::string& keep, int64_t keep_every) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   std::error_code ec;
+  // The older checkpoints may be the only finite ones: none goes for a checkpoint whose state is
+  // not known to be finite.
+  if (!checkpoint_known_finite(keep)) return;
   for (auto& e : fs::directory_iterator(root, ec)) {
     const int64_t s = step_of(e.path());
     if (s < 0 || e.path().string() == keep) continue;

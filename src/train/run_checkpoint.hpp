@@ -36,7 +36,11 @@ void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optim
 // The newest complete checkpoint of a run whose checksums verify (older ones are tried when the
 // newest is damaged, with a warning on stderr); nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
-// Removes rolling checkpoints older than `keep` (permanent ones, multiples of keep_every, stay).
+// True when the checkpoint's state.json records that its parameters and optimizer state were
+// checked finite when it was written ("finite": true; save_run_checkpoint writes only such).
+bool checkpoint_known_finite(const std::string& ckpt_dir);
+// Removes rolling checkpoints older than `keep` (permanent ones, multiples of keep_every, stay);
+// nothing when `keep` is not known to be finite.
 void prune_checkpoints(const std::string& run_dir, const std::string& keep, int64_t keep_every);
 
 }  // namespace marin

@@ -40,6 +40,8 @@ struct TrainOptions {
                             // into every checkpoint
   std::string forecast;     // forecast.json (marin forecast) to score this run against
   std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
+  // Testing aids: poison the update (a parameter, or the optimizer's v) at these steps.
+  std::vector<int64_t> inject_nan_param_steps, inject_inf_state_steps;
 
   // Fills the learning rates left at 0, and β1/β2/ε, from the hyperparameter rule (§5), and the
   // micro-batch left at 0.

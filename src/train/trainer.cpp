@@ -21,6 +21,7 @@
 #include "eval/macro_metric.hpp"
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
+#include "train/finite_check.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -328,6 +329,20 @@ LossStats Trainer::forward_backward(bool backward) {
   return sum;
 }
 
+std::string Trainer::check_update() {
+  // Testing aids: poison what this step's update wrote, on the last rank only (the decision to
+  // roll back must still be taken by every rank).
+  const dist::Range own = optimizer_->shard();
+  if (comm_->rank() == comm_->size() - 1 && own.end > own.begin) {
+    for (int64_t s : opt_.inject_nan_param_steps)
+      if (s == step_) model_->params()[size_t(own.begin)] = std::nanf("");
+    for (int64_t s : opt_.inject_inf_state_steps)
+      if (s == step_) optimizer_->local_v()[0] = INFINITY;
+  }
+  return UpdateGuard::check(model_->table(), model_->params().data(), optimizer_->local_m().data(),
+                            optimizer_->local_v().data(), own, *comm_);
+}
+
 StepResult Trainer::train_step() {
   const ModelConfig& c = opt_.model;
   StepResult out;
@@ -371,15 +386,22 @@ StepResult Trainer::train_step() {
       routers.push_back(to_json(acc.finish()));
     }
     m["router"] = routers;
+    update_guard_.save(model_->params(), optimizer_->local_m(), optimizer_->local_v());
     optimizer_->step(model_->params().data(), grads.data(), step_);
     out.comm_seconds += optimizer_->last_gather_seconds();
     if (opt_.qb)  // bias for the next step's forward pass, from the whole step's routing
       for (int64_t l = 0; l < c.num_layers; ++l)
         qb_.update_layer(routing_log_[size_t(l)], model_->block(l).moe().router().bias());
     m["grad_norm"] = gn.json();
-    m["param_norm"] = group_norms(model_->table(), model_->params().data(), own, *comm_).json();
+    if (const std::string bad = check_update(); !bad.empty()) {
+      update_guard_.restore(model_->params(), optimizer_->local_m(), optimizer_->local_v());
+      out.finite = false;
+      m["skipped"] = fmt::format("non-finite update ({}), rolled back", bad);
+    } else {
+      m["param_norm"] = group_norms(model_->table(), model_->params().data(), own, *comm_).json();
+    }
   } else {
-    m["skipped"] = "non-finite loss or gradient";
+    m["skipped"] = "non-finite loss or gradient, update skipped";
   }
   ++step_;
   return out;
@@ -448,9 +470,8 @@ TrainResult Trainer::run() {
     } else {
       ++bad_in_row;
       if (is_root())
-        fmt::print(stderr,
-                   "\nmarin: step {}: non-finite loss or gradient, update skipped ({} in a row)\n",
-                   step_ - 1, bad_in_row);
+        fmt::print(stderr, "\nmarin: step {}: {} ({} in a row)\n", step_ - 1,
+                   m.value("skipped", std::string("non-finite")), bad_in_row);
     }
     const double dt = t.seconds();
     m["step_seconds"] = dt;
@@ -461,10 +482,12 @@ TrainResult Trainer::run() {
       write_metrics(m);
       restore_handlers();
       auto last = latest_checkpoint(run_dir_);
-      fail(
-          "{} consecutive non-finite steps (last at step {}): stopping; the last good checkpoint "
-          "is {}",
-          bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
+      fail("{} consecutive non-finite steps (last at step {}): stopping; {}", bad_in_row, step_ - 1,
+           !last                            ? std::string("no checkpoint was written yet")
+           : checkpoint_known_finite(*last) ? "the last good checkpoint is " + *last
+                                            : "the newest checkpoint " + *last +
+                                                  " is not known to be finite (written before "
+                                                  "finite checks)");
     }
     const bool eval_now =
         valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) || step_ == opt_.steps);

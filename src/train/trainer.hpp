@@ -25,6 +25,7 @@
 #include "model/moe/qb_balance.hpp"
 #include "model/moe/router_stats.hpp"
 #include "optim/optimizer.hpp"
+#include "train/finite_check.hpp"
 #include "train/run_checkpoint.hpp"
 
 namespace marin {
@@ -105,6 +106,9 @@ class Trainer {
   // tokens_/labels_/seg_ (gradients of all but the last into partials_, the last in the model's
   // grads()); returns the global loss.
   LossStats forward_backward(bool backward);
+  // Collective: "" when the parameters and optimizer state the step just wrote are finite on
+  // every rank, else what is not (UpdateGuard::check).
+  std::string check_update();
 
   TrainOptions opt_;
   std::string run_dir_;
@@ -116,6 +120,7 @@ class Trainer {
   std::unique_ptr<BatchSource> data_, valid_;
   std::vector<Buffer<float>> partials_;  // gradients of this rank's earlier micro-batches
   std::unique_ptr<dist::ExactSum> grad_sum_;
+  UpdateGuard update_guard_;       // the state before this step's update, to undo a non-finite one
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;
   std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
