@@ -22,7 +22,7 @@ struct TrainCli {
           eval_domains_every = 0;
   uint64_t seed = 0;
   double muonh_lr = 0, adam_lr = 0, adamw_wd = 0.1, time_limit = 0;
-  bool gate_router_wd = false, no_qb = false;
+  bool gate_router_wd = false, no_qb = false, overwrite = false;
   int max_bad_steps = 3;
   int64_t waves = 3;
   std::vector<int64_t> inject_nan, inject_nan_param, inject_inf_state;
@@ -86,6 +86,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--eval-domains-every")) o.eval_domains_every = a.eval_domains_every;
   if (want("--max-bad-steps")) o.max_bad_steps = a.max_bad_steps;
   o.time_limit_s = a.time_limit;
+  o.overwrite = a.overwrite;
   o.inject_nan_grad_steps = a.inject_nan;
   o.inject_nan_param_steps = a.inject_nan_param;
   o.inject_inf_state_steps = a.inject_inf_state;
@@ -145,10 +146,14 @@ MARIN_COMMAND(
       app.add_option("--forecast", a->forecast,
                      "forecast.json (marin forecast): log predicted vs actual loss");
       app.add_option("--out", a->out, "run directory");
+      auto* overwrite =
+          app.add_flag("--overwrite", a->overwrite,
+                       "if --out already holds a run, move it aside (to OUT.old-N) and start anew");
       auto* init = app.add_option(
           "--init", a->init, "start from this model checkpoint (its config.json is the model)");
       auto* resume = app.add_option("--resume", a->resume, "continue the run in this directory")
-                         ->excludes(init);
+                         ->excludes(init)
+                         ->excludes(overwrite);
       app.add_option("--fork-from", a->fork_from,
                      "start a new run (--out) from this checkpoint with the options given")
           ->excludes(resume);

@@ -34,6 +34,7 @@ struct TrainOptions {
   int64_t eval_domains_every = 0;
   int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
   double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
+  bool overwrite = false;   // a new run in a directory holding one moves that aside (not saved)
   nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
   nlohmann::json valid;     // same shape, or null
   std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied

@@ -22,6 +22,7 @@
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
+#include "train/run_lock.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -140,7 +141,8 @@ std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
 }
 
-void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm) {
+void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
+                    bool fresh) {
   opt_ = o;
   run_dir_ = run_dir;
   comm_ = comm ? comm : &dist::world();
@@ -158,11 +160,8 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
         "(--micro-batch), and the rank count must divide that number",
         o.batch, N, units_, micro_);
   local_units_ = units_ / N;
-  if (comm_->is_root()) {
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec) fail("{}: cannot create run directory: {}", run_dir, ec.message());
-  }
+  // The run directory is this run's until it ends (run_lock.hpp); rank 0 is its one writer.
+  if (comm_->is_root()) lock_ = claim_run_dir(run_dir, fresh, o.overwrite);
   comm_->barrier();
   model_ = std::make_unique<Model<float>>(o.model, micro_);
   model_->transport = o.transport;
@@ -230,7 +229,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
                                       {"from", transport_name(before.transport)}});
   }
   std::unique_ptr<Trainer> t(new Trainer());
-  t->setup(st.options, run_dir, comm);
+  t->setup(st.options, run_dir, comm, /*fresh=*/false);
   load_run_checkpoint(*ckpt, *t->model_, *t->optimizer_);
   t->data_->restore(st.data_state);
   t->step_ = st.step;

@@ -27,6 +27,7 @@
 #include "optim/optimizer.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_checkpoint.hpp"
+#include "train/run_lock.hpp"
 
 namespace marin {
 namespace eval {
@@ -101,7 +102,9 @@ class Trainer {
 
  private:
   Trainer() = default;
-  void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm);
+  // fresh: a new run (a run directory holding a run is refused, or moved aside on overwrite).
+  void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
+             bool fresh = true);
   // Runs forward (+ backward) over this rank's micro-batches of the global batch in
   // tokens_/labels_/seg_ (gradients of all but the last into partials_, the last in the model's
   // grads()); returns the global loss.
@@ -120,6 +123,7 @@ class Trainer {
   std::unique_ptr<BatchSource> data_, valid_;
   std::vector<Buffer<float>> partials_;  // gradients of this rank's earlier micro-batches
   std::unique_ptr<dist::ExactSum> grad_sum_;
+  std::unique_ptr<RunLock> lock_;  // rank 0: RUN/run.lock, held for the trainer's life
   UpdateGuard update_guard_;       // the state before this step's update, to undo a non-finite one
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;
