@@ -12,6 +12,7 @@
 #include "core/fileio.hpp"
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
+#include "train/run_state_check.hpp"
 #include "train/safetensors.hpp"
 
 namespace marin {
@@ -94,6 +95,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                        {"files",
                         {{"model.safetensors", file_hash(tmp + "/model.safetensors")},
                          {"optimizer.safetensors", file_hash(tmp + "/optimizer.safetensors")}}}};
+  st["state_xxh64"] = state_checksum(st);  // state.json is covered like the tensors
   write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
   fsync_dir(tmp);
   fs::remove_all(final_dir, ec);
@@ -105,12 +107,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
 
 RunState read_run_state(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/state.json";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not a valid checkpoint state: {}", path, e.what());
-  }
+  const nlohmann::json j = read_state_json(ckpt_dir);
   RunState s;
   try {
     s.step = j.at("step").get<int64_t>();
@@ -124,8 +121,15 @@ RunState read_run_state(const std::string& ckpt_dir) {
 }
 
 static void verify_checksums(const std::string& ckpt_dir) {
-  const auto j = nlohmann::json::parse(read_file(ckpt_dir + "/state.json"));
-  for (auto& [file, hash] : j.at("files").items()) {
+  const auto j = read_state_json(ckpt_dir);
+  const auto files = j.value("files", nlohmann::json());
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    if (!files.is_object() || !files.contains(file) || !files[file].is_string())
+      fail("{}/state.json: files.{}: missing checksum", ckpt_dir, file);
+  for (auto& [file, hash] : files.items()) {
+    if (file != "model.safetensors" && file != "optimizer.safetensors")
+      fail("{}/state.json: files.{}: not a file of a checkpoint", ckpt_dir, file);
+    if (!hash.is_string()) fail("{}/state.json: files.{}: not a checksum string", ckpt_dir, file);
     const std::string got = file_hash(ckpt_dir + "/" + file);
     if (got != hash.get<std::string>())
       fail("{}/{}: checksum mismatch (state.json says {}, file has {}): the checkpoint is damaged",
@@ -148,16 +152,22 @@ void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optim
   opt.load_state(m.data.data(), v.data.data());
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
+std::vector<std::string> checkpoint_dirs(const std::string& run_dir) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
-  if (!fs::exists(root)) return std::nullopt;
   std::vector<std::pair<int64_t, std::string>> found;
-  for (auto& e : fs::directory_iterator(root)) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(root, ec)) {
     const int64_t s = step_of(e.path());
     if (s >= 0 && fs::exists(e.path() / "state.json")) found.push_back({s, e.path().string()});
   }
   std::sort(found.rbegin(), found.rend());
-  for (auto& [s, dir] : found) {
+  std::vector<std::string> dirs;
+  for (auto& f : found) dirs.push_back(f.second);
+  return dirs;
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
+  for (const std::string& dir : checkpoint_dirs(run_dir)) {
     try {
       verify_checksums(dir);
       return dir;

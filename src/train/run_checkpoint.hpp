@@ -9,6 +9,7 @@
 // leaves either the complete checkpoint or none. Loading verifies the checksums.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/model.hpp"
 #include "optim/optimizer.hpp"
@@ -33,6 +34,9 @@ RunState read_run_state(const std::string& ckpt_dir);
 // Loads model parameters and optimizer state (this rank's shard of it) from a checkpoint
 // directory, verifying checksums. Every rank reads the same files.
 void load_run_checkpoint(const std::string& ckpt_dir, Model<float>& model, Optimizer& opt);
+// The complete checkpoints of a run (published step-N directories with a state.json), newest
+// first; none is verified.
+std::vector<std::string> checkpoint_dirs(const std::string& run_dir);
 // The newest complete checkpoint of a run whose checksums verify (older ones are tried when the
 // newest is damaged, with a warning on stderr); nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);

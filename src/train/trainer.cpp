@@ -23,6 +23,7 @@
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_lock.hpp"
+#include "train/run_state_check.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -161,7 +162,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
         o.batch, N, units_, micro_);
   local_units_ = units_ / N;
   // The run directory is this run's until it ends (run_lock.hpp); rank 0 is its one writer.
-  if (comm_->is_root()) lock_ = claim_run_dir(run_dir, fresh, o.overwrite);
+  if (comm_->is_root() && !lock_) lock_ = claim_run_dir(run_dir, fresh, o.overwrite);
   comm_->barrier();
   model_ = std::make_unique<Model<float>>(o.model, micro_);
   model_->transport = o.transport;
@@ -214,9 +215,33 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm* comm,
                                          const ResumeChanges& changes) {
-  auto ckpt = latest_checkpoint(run_dir);
-  if (!ckpt) fail("{}: no complete checkpoint to resume from", run_dir);
-  RunState st = read_run_state(*ckpt);
+  const std::vector<std::string> ckpts = checkpoint_dirs(run_dir);
+  if (ckpts.empty()) fail("{}: no complete checkpoint to resume from", run_dir);
+  dist::Comm& c = comm ? *comm : dist::world();
+  // One lock for every attempt below (a failed attempt's trainer must not release it).
+  std::shared_ptr<RunLock> lock;
+  if (c.is_root()) lock = claim_run_dir(run_dir, /*fresh=*/false, /*overwrite=*/false);
+  // The newest checkpoint that passes every check, each rejected one named with its reason; the
+  // checks read the same files on every rank, so every rank settles on the same checkpoint.
+  std::string newest_error;
+  for (const std::string& ckpt : ckpts) {
+    try {
+      return resume_from(ckpt, run_dir, comm, changes, lock);
+    } catch (const Error& e) {
+      if (newest_error.empty()) newest_error = e.what();
+      if (c.is_root())
+        fmt::print(stderr, "marin: warning: skipping checkpoint {}: {}\n", ckpt, e.what());
+    }
+  }
+  fail("{}: no checkpoint passes the checks for a resume; the newest: {}", run_dir, newest_error);
+}
+
+std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
+                                              const std::string& run_dir, dist::Comm* comm,
+                                              const ResumeChanges& changes,
+                                              std::shared_ptr<RunLock> lock) {
+  RunState st = read_run_state(ckpt_dir);
+  check_run_state(ckpt_dir, st);
   st.options.time_limit_s = changes.time_limit_s;
   const TrainOptions before = st.options;
   if (changes.transport) st.options.transport = *changes.transport;
@@ -229,14 +254,19 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
                                       {"from", transport_name(before.transport)}});
   }
   std::unique_ptr<Trainer> t(new Trainer());
+  t->lock_ = std::move(lock);
   t->setup(st.options, run_dir, comm, /*fresh=*/false);
-  load_run_checkpoint(*ckpt, *t->model_, *t->optimizer_);
-  t->data_->restore(st.data_state);
+  load_run_checkpoint(ckpt_dir, *t->model_, *t->optimizer_);
+  try {
+    t->data_->restore(st.data_state);
+  } catch (const Error& e) {
+    fail("{}/state.json: data: {}", ckpt_dir, e.what());
+  }
   t->step_ = st.step;
   t->lineage_ = st.lineage;
   if (t->is_root()) truncate_metrics(run_dir, st.step);
   if (t->is_root())
-    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, *ckpt, st.step,
+    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, ckpt_dir, st.step,
                t->comm_->size(), t->comm_->size() > 1 ? "s" : "");
   return t;
 }

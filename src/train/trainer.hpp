@@ -102,6 +102,11 @@ class Trainer {
 
  private:
   Trainer() = default;
+  // resume() from one checkpoint, after checking its state (run_state_check.hpp).
+  static std::unique_ptr<Trainer> resume_from(const std::string& ckpt_dir,
+                                              const std::string& run_dir, dist::Comm* comm,
+                                              const ResumeChanges& changes,
+                                              std::shared_ptr<RunLock> lock);
   // fresh: a new run (a run directory holding a run is refused, or moved aside on overwrite).
   void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
              bool fresh = true);
@@ -123,7 +128,7 @@ class Trainer {
   std::unique_ptr<BatchSource> data_, valid_;
   std::vector<Buffer<float>> partials_;  // gradients of this rank's earlier micro-batches
   std::unique_ptr<dist::ExactSum> grad_sum_;
-  std::unique_ptr<RunLock> lock_;  // rank 0: RUN/run.lock, held for the trainer's life
+  std::shared_ptr<RunLock> lock_;  // rank 0: RUN/run.lock, held for the trainer's life
   UpdateGuard update_guard_;       // the state before this step's update, to undo a non-finite one
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;
