@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -304,12 +306,19 @@ Trainer::~Trainer() {
 
 void Trainer::write_metrics(const nlohmann::json& j) {
   if (!is_root()) return;
+  // A failed write (a full disk, a read-only file) is kept, not thrown: run() stops every rank
+  // at the end of the step with a checkpoint and this message, so nothing trained is lost.
+  if (!metrics_error_.empty()) return;
+  const std::string path = run_dir_ + "/metrics.jsonl";
+  if (!metrics_) metrics_ = fopen(path.c_str(), "a");
   if (!metrics_) {
-    metrics_ = fopen((run_dir_ + "/metrics.jsonl").c_str(), "a");
-    if (!metrics_) fail("{}/metrics.jsonl: cannot open for append", run_dir_);
+    metrics_error_ = fmt::format("{}: cannot open for append: {}", path, std::strerror(errno));
+    return;
   }
-  fmt::print(metrics_, "{}\n", j.dump());
-  fflush(metrics_);
+  const std::string line = j.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||
+      std::fflush(metrics_) != 0)
+    metrics_error_ = fmt::format("{}: cannot write: {}", path, std::strerror(errno));
 }
 
 std::string Trainer::save_checkpoint() {
@@ -543,11 +552,21 @@ TrainResult Trainer::run() {
                  double(tokens_per_step) / dt, valid_note);
     }
     // Stop together: a signal may reach only some ranks, and each rank's clock differs.
-    int stop[2] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s};
-    comm_->allreduce(stop, 2, dist::Op::Max);
-    if (stop[0] || stop[1]) {
+    int stop[3] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s,
+                   !metrics_error_.empty()};
+    comm_->allreduce(stop, 3, dist::Op::Max);
+    if (stop[0] || stop[1] || stop[2]) {
       res.last_checkpoint = save_checkpoint();
       res.interrupted = true;
+      if (stop[2]) {
+        std::string why = metrics_error_;  // rank 0's, for every rank's message
+        comm_->broadcast(why);
+        restore_handlers();
+        fail(
+            "{}; stopped with a checkpoint ({} at step {}): make room or fix the file, then "
+            "--resume",
+            why, res.last_checkpoint, step_);
+      }
       if (is_root())
         fmt::print(stderr, "\n{}: saved {} at step {}\n",
                    stop[0] == SIGINT ? std::string("interrupted")

@@ -138,6 +138,7 @@ class Trainer {
   nlohmann::json lineage_;
   std::vector<int32_t> tokens_, labels_, seg_;  // the global batch
   FILE* metrics_ = nullptr;
+  std::string metrics_error_;  // rank 0: the failed write of metrics.jsonl, if any
   std::unique_ptr<eval::MacroEvaluator> all_domains_;
   std::vector<std::unique_ptr<TrainHook>> hooks_;
 };
