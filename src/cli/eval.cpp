@@ -12,6 +12,7 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -196,7 +197,7 @@ int run_eval(EvalArgs a) {
     j["checkpoint"] = a.checkpoint;
     j["tokens"] = a.tokens;
     j["corpus"] = a.corpus;
-    j["tokenizer_hash"] = fmt::format("{:016x}", man.tokenizer_hash);
+    j["tokenizer_hash"] = hex64(man.tokenizer_hash);
     j["tokenizer_checked"] = !tok_path.empty();
     if (index) j["audit"]["from"] = train_from;
     write_file_atomic(a.json_out, j.dump(2) + "\n");

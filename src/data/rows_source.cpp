@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "data/batch_source.hpp"
 #include "data/token_rows.hpp"
 
@@ -22,7 +23,7 @@ class RowsSource : public BatchSource {
             {"next_row", next_row_},
             {"rows", rows_.rows},
             {"bytes", rows_.bytes},
-            {"xxh64", fmt::format("{:016x}", rows_.xxh64)}};
+            {"xxh64", hex64(rows_.xxh64)}};
   }
   void restore(const nlohmann::json& s) override;
   std::string describe() const override {
@@ -44,7 +45,7 @@ void RowsSource::restore(const nlohmann::json& s) {
          rows_.rows, rows_.path);
   // States written before the file was identified have no size or hash; a replaced file of the
   // same length is then not noticed.
-  const std::string hash = fmt::format("{:016x}", rows_.xxh64);
+  const std::string hash = hex64(rows_.xxh64);
   if ((s.contains("bytes") && s["bytes"] != rows_.bytes) ||
       (s.contains("xxh64") && s["xxh64"] != hash))
     fail(

@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_state_check.hpp"
@@ -21,8 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string file_hash(const std::string& path) {
-  const std::string bytes = read_file(path);
-  return fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+  return xxh64_hex(read_file(path));
 }
 
 void fsync_dir(const std::string& dir) {

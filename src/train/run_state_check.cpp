@@ -1,12 +1,12 @@
 #include "train/run_state_check.hpp"
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <cmath>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin {
@@ -14,8 +14,7 @@ namespace marin {
 std::string state_checksum(const nlohmann::json& state) {
   nlohmann::json rest = state;
   rest.erase("state_xxh64");
-  const std::string bytes = rest.dump();
-  return fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+  return xxh64_hex(rest.dump());
 }
 
 nlohmann::json read_state_json(const std::string& ckpt_dir) {
