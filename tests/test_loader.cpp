@@ -352,6 +352,12 @@ TEST(MixtureConfig, BadConfigsAreNamedErrors) {
   };
   EXPECT_ERROR(toml("weights = { a = 1, b = -0.5 }"), "m.toml", "'b'", "negative");
   EXPECT_ERROR(toml("weights = { a = 0, b = 0 }"), "m.toml", "all zero");
+  // Relative weights stay in a range where their sum neither overflows nor rounds a source away.
+  EXPECT_ERROR(toml("weights = { a = 1e308, b = 1e308 }"), "m.toml", "'a' is 1e+308",
+               "a weight is 0 or in [1e-06, 1e+06]");
+  EXPECT_ERROR(toml("weights = { a = 1, b = 1e-300 }"), "m.toml", "'b' is 1e-300");
+  EXPECT_ERROR(toml("weights = { a = 1, b = inf }"), "m.toml", "weights.b");
+  EXPECT_EQ(toml("weights = { a = 1e6, b = 1e-6, c = 0 }").sources.size(), 3u);
   EXPECT_ERROR(toml("weights = { a = 'x' }"), "m.toml", "weights.a", "number");
   EXPECT_ERROR(toml("wieghts = { a = 1 }"), "m.toml", "unknown field 'wieghts'");
   EXPECT_ERROR(toml("[sources]\na = 'x'\n[[phase]]\nweights = { b = 1 }"), "m.toml", "source 'b'",

@@ -12,6 +12,7 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -33,6 +34,7 @@ struct EvalArgs {
   uint64_t max_tokens = 0;
   int batch = 8;
   std::string train_corpus, mixture;
+  bool allow_nonfinite = false;
   std::vector<std::string> train_domains;
   int ngram = 13;
   double threshold = 0;
@@ -142,7 +144,7 @@ int run_eval(EvalArgs a) {
 
   MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);
   Model<float> m(cfg, a.batch);
-  load_params(a.checkpoint, m.table(), m.params().data());
+  load_params(a.checkpoint, m.table(), m.params().data(), a.allow_nonfinite);
 
   std::optional<eval::NgramIndex> index;
   if (train) {
@@ -195,7 +197,7 @@ int run_eval(EvalArgs a) {
     j["checkpoint"] = a.checkpoint;
     j["tokens"] = a.tokens;
     j["corpus"] = a.corpus;
-    j["tokenizer_hash"] = fmt::format("{:016x}", man.tokenizer_hash);
+    j["tokenizer_hash"] = hex64(man.tokenizer_hash);
     j["tokenizer_checked"] = !tok_path.empty();
     if (index) j["audit"]["from"] = train_from;
     write_file_atomic(a.json_out, j.dump(2) + "\n");
@@ -265,6 +267,7 @@ MARIN_COMMAND(
           ->capture_default_str()
           ->check(threads_range());
       app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
+      app.add_flag("--allow-nonfinite", a->allow_nonfinite, kAllowNonfiniteHelp);
       return [a] { return run_eval(*a); };
     });
 

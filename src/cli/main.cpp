@@ -2,6 +2,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "cli/command.hpp"
@@ -52,6 +55,10 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) rc = run();
+    // A report printed to stdout that did not reach it (a full disk, a closed pipe) is a failure,
+    // not a silent success.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw marin::Error(fmt::format("cannot write the output (stdout): {}", std::strerror(errno)));
   } catch (const marin::Error& e) {
     return failed("error", e.what(), 1);
   } catch (const std::exception& e) {

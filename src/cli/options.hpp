@@ -57,6 +57,9 @@ inline CLI::Validator threads_range() {
 inline CLI::Validator seed_range() {
   return in_range<int64_t>(0, INT64_MAX);
 }
+// --allow-nonfinite of the commands that load a model checkpoint (score, sample, eval).
+inline constexpr const char* kAllowNonfiniteHelp =
+    "load a checkpoint holding NaN or Inf weights (forensics: warn instead of refusing)";
 // A learning rate or weight decay: 0 asks for the default (the §5 rule), above 1 is poison.
 inline CLI::Validator rate_range() {
   return in_range<double>(0, 1);

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -24,6 +25,7 @@ struct SampleOptions {
   SamplingOptions sampling;
   uint64_t seed = 0;
   bool echo = true;
+  bool allow_nonfinite = false;
 };
 
 void write_out(std::string_view s) {
@@ -53,7 +55,7 @@ int run_sample(const SampleOptions& o) {
          tok_path, tok.vocab_size(), c.vocab_size);
   ParamTable table(c);
   Buffer<float> params(table.total());
-  load_params(o.checkpoint, table, params.data());
+  load_params(o.checkpoint, table, params.data(), o.allow_nonfinite);
   Decoder<float> dec(c, table, params.data());
 
   std::vector<uint32_t> ids = tok.encode(o.prompt);
@@ -137,6 +139,7 @@ MARIN_COMMAND(sample, "sample",
                                "nucleus: the most likely tokens holding this much probability")
                     ->capture_default_str();
                 app.add_option("--seed", o->seed, "sampling seed")->capture_default_str();
+                app.add_flag("--allow-nonfinite", o->allow_nonfinite, kAllowNonfiniteHelp);
                 return [o] { return run_sample(*o); };
               });
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "data/loader.hpp"
 #include "data/token_rows.hpp"
 #include "dist/comm.hpp"
@@ -19,6 +20,7 @@ namespace {
 struct ScoreOptions {
   std::string checkpoint, rows, tokens, token_dir, domain, split = "valid";
   int batch = 4;
+  bool allow_nonfinite = false;
 };
 
 // Rows to score: a rows file, or a domain's documents packed as validation packs them.
@@ -67,7 +69,7 @@ int run_score(const ScoreOptions& o) {
   const dist::Range mine = dist::split_evenly(rows.total(), world.size(), world.rank());
   const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
   Model<float> m(c, B);
-  load_params(o.checkpoint, m.table(), m.params().data());
+  load_params(o.checkpoint, m.table(), m.params().data(), o.allow_nonfinite);
   m.transport = Transport::Dropless;  // evaluation is always dropless
   std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size()), seg(tok.size());
   double sums[3] = {0, 0, 0};  // Σ CE, Σ lse², scored tokens
@@ -108,6 +110,7 @@ MARIN_COMMAND(score, "score",
                 app.add_option("--domain", o->domain, "with --token-dir: the domain to score");
                 app.add_option("--split", o->split, "with --token-dir: valid (default) or train");
                 app.add_option("--batch", o->batch, "rows per forward pass")->default_val(4);
+                app.add_flag("--allow-nonfinite", o->allow_nonfinite, kAllowNonfiniteHelp);
                 return [o] { return run_score(*o); };
               });
 

@@ -26,12 +26,12 @@ struct TrainCli {
           eval_domains_every = 0;
   uint64_t seed = 0;
   double muonh_lr = 0, adam_lr = 0, adamw_wd = 0.1, time_limit = 0;
-  bool gate_router_wd = false, no_qb = false;
+  bool gate_router_wd = false, no_qb = false, overwrite = false;
   int max_bad_steps = 3;
   int64_t waves = 3;
   int ep = 1;
   bool strict_data = false;
-  std::vector<int64_t> inject_nan;
+  std::vector<int64_t> inject_nan, inject_nan_param, inject_inf_state;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->count(flag) > 0; }
 };
@@ -94,7 +94,10 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--eval-domains-every")) o.eval_domains_every = a.eval_domains_every;
   if (want("--max-bad-steps")) o.max_bad_steps = a.max_bad_steps;
   o.time_limit_s = a.time_limit;
+  o.overwrite = a.overwrite;
   o.inject_nan_grad_steps = a.inject_nan;
+  o.inject_nan_param_steps = a.inject_nan_param;
+  o.inject_inf_state_steps = a.inject_inf_state;
 }
 
 // The options --resume applies: how the rest of the run is computed (transport, waves, expert
@@ -102,9 +105,11 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
 // run's own (model, data, optimizer, seed, batch, micro-batch) and is refused by name: a flag is
 // never silently dropped.
 constexpr const char* kResumableOptions[] = {
-    "--resume",     "--time-limit",   "--steps",         "--transport",
-    "--waves",      "--ep",           "--ckpt-every",    "--keep-every",
-    "--eval-every", "--eval-batches", "--max-bad-steps", "--inject-nan-grad"};
+    "--resume",           "--time-limit",      "--steps",
+    "--transport",        "--waves",           "--ep",
+    "--ckpt-every",       "--keep-every",      "--eval-every",
+    "--eval-batches",     "--max-bad-steps",   "--inject-nan-grad",
+    "--inject-nan-param", "--inject-inf-state"};
 
 void refuse_unresumable(const TrainCli& a) {
   std::vector<std::string> refused;
@@ -188,10 +193,14 @@ MARIN_COMMAND(
       app.add_option("--forecast", a->forecast,
                      "forecast.json (marin forecast): log predicted vs actual loss");
       app.add_option("--out", a->out, "run directory");
+      auto* overwrite =
+          app.add_flag("--overwrite", a->overwrite,
+                       "if --out already holds a run, move it aside (to OUT.old-N) and start anew");
       auto* init = app.add_option(
           "--init", a->init, "start from this model checkpoint (its config.json is the model)");
       auto* resume = app.add_option("--resume", a->resume, "continue the run in this directory")
-                         ->excludes(init);
+                         ->excludes(init)
+                         ->excludes(overwrite);
       app.add_option("--fork-from", a->fork_from,
                      "start a new run (--out) from this checkpoint with the options given")
           ->excludes(resume);
@@ -252,6 +261,12 @@ MARIN_COMMAND(
           ->check(in_range<double>(0, 1e9));
       app.add_option("--inject-nan-grad", a->inject_nan,
                      "testing aid: poison the gradient at these steps")
+          ->group("");
+      app.add_option("--inject-nan-param", a->inject_nan_param,
+                     "testing aid: a NaN in the updated parameters at these steps")
+          ->group("");
+      app.add_option("--inject-inf-state", a->inject_inf_state,
+                     "testing aid: an Inf in the updated optimizer state at these steps")
           ->group("");
       return [a] { return run_train(*a); };
     });

@@ -193,6 +193,10 @@ json MixtureConfig::to_json() const {
   return {{"sources", s}, {"phase", ps}};
 }
 
+namespace {
+constexpr double kMinWeight = 1e-6, kMaxWeight = 1e6;
+}  // namespace
+
 void MixtureConfig::validate() const {
   if (sources.empty()) fail("mixture {}: no sources", origin);
   if (phases.empty()) fail("mixture {}: no phases", origin);
@@ -212,6 +216,11 @@ void MixtureConfig::validate() const {
       if (w < 0)
         fail("mixture {}: phase[{}] weight of '{}' is negative ({}); weights must be ≥ 0", origin,
              i, sources[k].name, w);
+      // Weights are relative; beyond this range their sum overflows or rounds the others away
+      // (two weights of 1e308 sum to inf, and 1e308 next to 1 picks one source only).
+      if (w != 0 && !(w >= kMinWeight && w <= kMaxWeight))
+        fail("mixture {}: phase[{}] weight of '{}' is {}; a weight is 0 or in [{:g}, {:g}]", origin,
+             i, sources[k].name, w, kMinWeight, kMaxWeight);
       sum += w;
     }
     if (!(sum > 0))

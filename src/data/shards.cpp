@@ -23,6 +23,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "core/progress.hpp"
 #include "data/corpus/corpus.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -45,10 +46,6 @@ T get(const uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
-}
-
-std::string hex(uint64_t v) {
-  return fmt::format("{:016x}", v);
 }
 
 uint64_t parse_hex(const json& j, const std::string& where) {
@@ -190,7 +187,7 @@ TokenShard TokenShard::open(const std::string& path, uint64_t expected_hash,
     fail(
         "token shard {}: made with tokenizer hash {} but the tokenizer in use has hash {}; "
         "re-run `marin tokenize` with this tokenizer",
-        path, hex(h.tokenizer_hash), hex(expected_hash));
+        path, hex64(h.tokenizer_hash), hex64(expected_hash));
   if (expected_vocab > 0 && h.vocab_size != expected_vocab)
     fail("token shard {}: vocab size {} but the tokenizer/model has {}", path, h.vocab_size,
          expected_vocab);
@@ -316,7 +313,7 @@ json TokenManifest::to_json() const {
     totals[2] += s.bytes;
   }
   return {{"format", kFormat},
-          {"tokenizer_hash", hex(tokenizer_hash)},
+          {"tokenizer_hash", hex64(tokenizer_hash)},
           {"vocab_size", vocab_size},
           {"dtype", vocab_size <= 65536 ? "uint16" : "uint32"},
           {"corpus", corpus},

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <xxhash.h>
+
 #include <cstring>
 
 #include "core/error.hpp"
@@ -27,6 +29,8 @@ TokenRows TokenRows::load(const std::string& path, int64_t seq_len, int64_t voca
   r.path = path;
   r.seq_len = seq_len;
   r.rows = int64_t(bytes.size()) / row_bytes;
+  r.bytes = int64_t(bytes.size());
+  r.xxh64 = XXH64(bytes.data(), bytes.size(), 0);
   r.ids.resize(bytes.size() / 4);
   std::memcpy(r.ids.data(), bytes.data(), bytes.size());  // little-endian host
   for (size_t i = 0; i < r.ids.size(); ++i)
@@ -38,6 +42,8 @@ TokenRows TokenRows::load(const std::string& path, int64_t seq_len, int64_t voca
 
 void TokenRows::fill(int64_t first, int n, int32_t* tokens, int32_t* labels) const {
   const int64_t S = seq_len;
+  // A negative start would index before the buffer (the modulo keeps its sign).
+  MARIN_CHECK(first >= 0 && first < rows, "{}: row {} is out of range [0, {})", path, first, rows);
   for (int b = 0; b < n; ++b) {
     const uint32_t* row = ids.data() + ((first + b) % rows) * (S + 1);
     for (int64_t t = 0; t < S; ++t) {

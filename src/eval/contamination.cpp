@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "core/limits.hpp"
 #include "core/progress.hpp"
 #include "data/corpus/corpus.hpp"
@@ -423,10 +424,6 @@ std::vector<std::string> domains_with(const std::string& root, const std::string
       out.push_back(d.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string hex64(uint64_t x) {
-  return fmt::format("{:016x}", x);
 }
 
 }  // namespace

@@ -85,6 +85,10 @@ class Optimizer {
   bool owns(int64_t offset) const;
   int64_t total() const { return table_.total(); }
   double last_gather_seconds() const { return gather_seconds_; }  // the step's all-gather
+  // This rank's shard of m and v (the layout of shard()): the trainer's finite check reads them
+  // and its rollback of a non-finite update restores them (src/train/finite_check.hpp).
+  Buffer<float>& local_m() { return m_; }
+  Buffer<float>& local_v() { return v_; }
 
  private:
   struct ExpertStackSum;

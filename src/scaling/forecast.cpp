@@ -1,7 +1,6 @@
 #include "scaling/forecast.hpp"
 
 #include <fmt/core.h>
-#include <xxhash.h>
 
 #include <cmath>
 #include <ctime>
@@ -16,10 +15,6 @@
 namespace marin::scaling {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string xxh64_hex(const std::string& bytes) {
-  return fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
-}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "core/hash.hpp"
 #include "model/config.hpp"
 
 namespace marin::scaling {
@@ -27,8 +28,8 @@ struct ForecastOptions {
   std::optional<double> l_inf = 1.5;  // nullopt: fitted (variable projection)
 };
 
-// The xxh64 of `bytes` as 16 lowercase hex digits.
-std::string xxh64_hex(const std::string& bytes);
+// The xxh64 of `bytes` as 16 lowercase hex digits (core/hash.hpp).
+using marin::xxh64_hex;
 // UTC now as 2025-01-31T12:34:56Z.
 std::string utc_now();
 

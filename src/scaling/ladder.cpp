@@ -25,6 +25,7 @@
 #include "optim/hparams.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_checkpoint.hpp"
+#include "train/run_lock.hpp"
 #include "train/trainer.hpp"
 
 namespace marin::scaling {
@@ -523,8 +524,10 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
   dist::Comm& world = dist::world();
   const bool root = world.is_root();
   std::error_code ec;
-  if (root) fs::create_directories(o.out, ec);
-  if (ec) fail("{}: cannot create the ladder directory: {}", o.out, ec.message());
+  // One ladder at a time in a directory (a second one would train the same rungs at once); each
+  // rung's trainer also locks its rung directory while it writes it.
+  std::unique_ptr<RunLock> lock;
+  if (root) lock = std::make_unique<RunLock>(o.out, "marin ladder");
   const CurveEvaluator eval = o.evaluator ? o.evaluator
                               : cfg.macro ? macro_loss_curve(*cfg.macro, cfg.tokenizer)
                                           : CurveEvaluator(valid_ce_curve);
@@ -579,9 +582,11 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
         t = Trainer::resume(r.dir);
       }
     } else {
-      // No checkpoint: anything in the directory is from an attempt that never saved.
+      // No checkpoint: anything in the directory is from an attempt of this ladder that never
+      // saved (the ladder's lock keeps any other writer out), so the rung starts anew.
       if (root) {
         fs::remove(r.dir + "/metrics.jsonl", ec);
+        fs::remove(r.dir + "/run.json", ec);
         fmt::print(
             stderr,
             "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "train/finite_check.hpp"
 #include "train/safetensors.hpp"
 
 namespace marin {
@@ -39,7 +40,8 @@ ModelConfig load_config(const std::string& dir) {
   return c;
 }
 
-void load_params(const std::string& dir, const ParamTable& table, float* params) {
+void load_params(const std::string& dir, const ParamTable& table, float* params,
+                 bool allow_nonfinite) {
   const SafetensorsFile f = read_safetensors(dir + "/model.safetensors");
   for (auto& p : table.params()) {
     const Tensor& t = f.at(p.name, p.shape);
@@ -48,6 +50,7 @@ void load_params(const std::string& dir, const ParamTable& table, float* params)
   for (auto& name : f.names)
     if (!table.find(name))
       fail("{}/model.safetensors: unexpected tensor '{}' (not part of this config)", dir, name);
+  require_finite_params(table, params, dir + "/model.safetensors", allow_nonfinite);
 }
 
 }  // namespace marin

@@ -15,6 +15,9 @@ void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& 
 // Reads DIR/config.json (validated).
 ModelConfig load_config(const std::string& dir);
 // Reads DIR/model.safetensors into `params` laid out by `table` (which must match the config).
-void load_params(const std::string& dir, const ParamTable& table, float* params);
+// A tensor holding a NaN or Inf is refused by name, unless `allow_nonfinite` (forensics: score,
+// sample and eval take --allow-nonfinite), which warns.
+void load_params(const std::string& dir, const ParamTable& table, float* params,
+                 bool allow_nonfinite = false);
 
 }  // namespace marin

@@ -3,14 +3,16 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "train/checkpoint.hpp"
+#include "train/finite_check.hpp"
+#include "train/run_state_check.hpp"
 #include "train/safetensors.hpp"
 
 namespace marin {
@@ -19,8 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string file_hash(const std::string& path) {
-  const std::string bytes = read_file(path);
-  return fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+  return xxh64_hex(read_file(path));
 }
 
 void fsync_dir(const std::string& dir) {
@@ -41,7 +42,27 @@ int64_t step_of(const fs::path& p) {
   }
 }
 
+// Refuses (naming the tensor) parameters or a full optimizer state m, v holding a NaN or Inf.
+void require_finite_state(const std::string& what, const ParamTable& table, const float* params,
+                          const Buffer<float>& m, const Buffer<float>& v) {
+  require_finite_params(table, params, what);
+  const dist::Range all{0, table.total()};
+  for (const auto& [name, buf] : {std::pair{"m", &m}, std::pair{"v", &v}})
+    if (const int64_t t = first_nonfinite_tensor(table, buf->data(), all); t >= 0)
+      fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", what, name,
+           table.params()[size_t(t)].name);
+}
+
 }  // namespace
+
+bool checkpoint_known_finite(const std::string& ckpt_dir) {
+  try {
+    const auto j = nlohmann::json::parse(read_file(ckpt_dir + "/state.json"));
+    return j.is_object() && j.value("finite", false) == true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
                                 const ModelConfig& config, const ParamTable& table,
@@ -51,6 +72,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
   const std::string final_dir = fmt::format("{}/step-{:08d}", root, state.step);
   const std::string tmp = final_dir + ".tmp";
   std::error_code ec;
+  require_finite_state(fmt::format("checkpoint of step {}", state.step), table, params, m, v);
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
@@ -68,9 +90,11 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                        {"options", state.options.to_json()},
                        {"data", state.data_state},
                        {"lineage", state.lineage},
+                       {"finite", true},  // checked above: pruning keeps the newest such one
                        {"files",
                         {{"model.safetensors", file_hash(tmp + "/model.safetensors")},
                          {"optimizer.safetensors", file_hash(tmp + "/optimizer.safetensors")}}}};
+  st["state_xxh64"] = state_checksum(st);  // state.json is covered like the tensors
   write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
   fsync_dir(tmp);
   fs::remove_all(final_dir, ec);
@@ -82,12 +106,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
 
 RunState read_run_state(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/state.json";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not a valid checkpoint state: {}", path, e.what());
-  }
+  const nlohmann::json j = read_state_json(ckpt_dir);
   RunState s;
   try {
     s.step = j.at("step").get<int64_t>();
@@ -101,8 +120,15 @@ RunState read_run_state(const std::string& ckpt_dir) {
 }
 
 static void verify_checksums(const std::string& ckpt_dir) {
-  const auto j = nlohmann::json::parse(read_file(ckpt_dir + "/state.json"));
-  for (auto& [file, hash] : j.at("files").items()) {
+  const auto j = read_state_json(ckpt_dir);
+  const auto files = j.value("files", nlohmann::json());
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    if (!files.is_object() || !files.contains(file) || !files[file].is_string())
+      fail("{}/state.json: files.{}: missing checksum", ckpt_dir, file);
+  for (auto& [file, hash] : files.items()) {
+    if (file != "model.safetensors" && file != "optimizer.safetensors")
+      fail("{}/state.json: files.{}: not a file of a checkpoint", ckpt_dir, file);
+    if (!hash.is_string()) fail("{}/state.json: files.{}: not a checksum string", ckpt_dir, file);
     const std::string got = file_hash(ckpt_dir + "/" + file);
     if (got != hash.get<std::string>())
       fail("{}/{}: checksum mismatch (state.json says {}, file has {}): the checkpoint is damaged",
@@ -119,21 +145,32 @@ void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
   const SafetensorsFile f = read_safetensors(ckpt_dir + "/optimizer.safetensors");
   const Tensor& tm = f.at("m", std::vector<int64_t>{n});
   const Tensor& tv = f.at("v", std::vector<int64_t>{n});
+  const dist::Range all{0, n};
+  for (const auto& [name, t] : {std::pair{"m", &tm}, std::pair{"v", &tv}})
+    if (const int64_t bad = first_nonfinite_tensor(table, t->data.data(), all); bad >= 0)
+      fail("{}/optimizer.safetensors: optimizer state {} of tensor '{}' holds a NaN or Inf",
+           ckpt_dir, name, table.params()[size_t(bad)].name);
   m.resize(size_t(n)), v.resize(size_t(n));
   std::copy(tm.data.begin(), tm.data.end(), m.data());
   std::copy(tv.data.begin(), tv.data.end(), v.data());
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
+std::vector<std::string> checkpoint_dirs(const std::string& run_dir) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
-  if (!fs::exists(root)) return std::nullopt;
   std::vector<std::pair<int64_t, std::string>> found;
-  for (auto& e : fs::directory_iterator(root)) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(root, ec)) {
     const int64_t s = step_of(e.path());
     if (s >= 0 && fs::exists(e.path() / "state.json")) found.push_back({s, e.path().string()});
   }
   std::sort(found.rbegin(), found.rend());
-  for (auto& [s, dir] : found) {
+  std::vector<std::string> dirs;
+  for (auto& f : found) dirs.push_back(f.second);
+  return dirs;
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
+  for (const std::string& dir : checkpoint_dirs(run_dir)) {
     try {
       verify_checksums(dir);
       return dir;
@@ -147,6 +184,9 @@ std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
 void prune_checkpoints(const std::string& run_dir, const std::string& keep, int64_t keep_every) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   std::error_code ec;
+  // The older checkpoints may be the only finite ones: none goes for a checkpoint whose state is
+  // not known to be finite.
+  if (!checkpoint_known_finite(keep)) return;
   for (auto& e : fs::directory_iterator(root, ec)) {
     const int64_t s = step_of(e.path());
     if (s < 0 || e.path().string() == keep) continue;

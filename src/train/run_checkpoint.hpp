@@ -9,6 +9,7 @@
 // leaves either the complete checkpoint or none. Loading verifies the checksums.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/model.hpp"
 #include "optim/optimizer.hpp"
@@ -33,13 +34,21 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
 // Reads a checkpoint directory's state.json (checksums are verified by load_run_checkpoint).
 RunState read_run_state(const std::string& ckpt_dir);
 // Loads model parameters and optimizer state in the full layout of `table` from a checkpoint
-// directory, verifying checksums. Every rank reads the same files (and takes its part).
+// directory, verifying checksums and refusing non-finite values (naming the tensor). Every rank
+// reads the same files (and takes its part).
 void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
                          Buffer<float>& params, Buffer<float>& m, Buffer<float>& v);
+// The complete checkpoints of a run (published step-N directories with a state.json), newest
+// first; none is verified.
+std::vector<std::string> checkpoint_dirs(const std::string& run_dir);
 // The newest complete checkpoint of a run whose checksums verify (older ones are tried when the
 // newest is damaged, with a warning on stderr); nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
-// Removes rolling checkpoints older than `keep` (permanent ones, multiples of keep_every, stay).
+// True when the checkpoint's state.json records that its parameters and optimizer state were
+// checked finite when it was written ("finite": true; save_run_checkpoint writes only such).
+bool checkpoint_known_finite(const std::string& ckpt_dir);
+// Removes rolling checkpoints older than `keep` (permanent ones, multiples of keep_every, stay);
+// nothing when `keep` is not known to be finite.
 void prune_checkpoints(const std::string& run_dir, const std::string& keep, int64_t keep_every);
 
 }  // namespace marin

@@ -39,6 +39,7 @@ struct TrainOptions {
   int64_t eval_domains_every = 0;
   int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
   double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
+  bool overwrite = false;   // a new run in a directory holding one moves that aside (not saved)
   nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
   nlohmann::json valid;     // same shape, or null
   std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied
@@ -48,6 +49,8 @@ struct TrainOptions {
   // instead of a warning.
   bool strict_data = false;
   std::vector<int64_t> inject_nan_grad_steps;  // testing aid: poison the gradient at these steps
+  // Testing aids: poison the update (a parameter, or the optimizer's v) at these steps.
+  std::vector<int64_t> inject_nan_param_steps, inject_inf_state_steps;
 
   // Fills the learning rates left at 0, and β1/β2/ε, from the hyperparameter rule (§5), and the
   // micro-batch left at 0.

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -22,6 +24,9 @@
 #include "model/expert_shard.hpp"
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
+#include "train/finite_check.hpp"
+#include "train/run_lock.hpp"
+#include "train/run_state_check.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -142,7 +147,8 @@ std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
 }
 
-void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm) {
+void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
+                    bool fresh) {
   opt_ = o;
   run_dir_ = run_dir;
   comm_ = comm ? comm : &dist::world();
@@ -160,11 +166,8 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
         "(--micro-batch), and the rank count must divide that number",
         o.batch, N, units_, micro_);
   local_units_ = units_ / N;
-  if (comm_->is_root()) {
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec) fail("{}: cannot create run directory: {}", run_dir, ec.message());
-  }
+  // The run directory is this run's until it ends (run_lock.hpp); rank 0 is its one writer.
+  if (comm_->is_root() && !lock_) lock_ = claim_run_dir(run_dir, fresh, o.overwrite);
   comm_->barrier();
   if (o.ep < 1 || N % o.ep != 0)
     fail("--ep {} must be at least 1 and divide the number of ranks ({})", o.ep, N);
@@ -256,15 +259,39 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm* comm,
                                          const ResumeChanges& changes) {
-  auto ckpt = latest_checkpoint(run_dir);
-  if (!ckpt) fail("{}: no complete checkpoint to resume from", run_dir);
-  RunState st = read_run_state(*ckpt);
+  const std::vector<std::string> ckpts = checkpoint_dirs(run_dir);
+  if (ckpts.empty()) fail("{}: no complete checkpoint to resume from", run_dir);
+  dist::Comm& c = comm ? *comm : dist::world();
+  // One lock for every attempt below (a failed attempt's trainer must not release it).
+  std::shared_ptr<RunLock> lock;
+  if (c.is_root()) lock = claim_run_dir(run_dir, /*fresh=*/false, /*overwrite=*/false);
+  // The newest checkpoint that passes every check, each rejected one named with its reason; the
+  // checks read the same files on every rank, so every rank settles on the same checkpoint.
+  std::string newest_error;
+  for (const std::string& ckpt : ckpts) {
+    try {
+      return resume_from(ckpt, run_dir, comm, changes, lock);
+    } catch (const Error& e) {
+      if (newest_error.empty()) newest_error = e.what();
+      if (c.is_root())
+        fmt::print(stderr, "marin: warning: skipping checkpoint {}: {}\n", ckpt, e.what());
+    }
+  }
+  fail("{}: no checkpoint passes the checks for a resume; the newest: {}", run_dir, newest_error);
+}
+
+std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
+                                              const std::string& run_dir, dist::Comm* comm,
+                                              const ResumeChanges& changes,
+                                              std::shared_ptr<RunLock> lock) {
+  RunState st = read_run_state(ckpt_dir);
+  check_run_state(ckpt_dir, st);
   st.options.time_limit_s = changes.time_limit_s;
   const TrainOptions before = st.options;
   if (changes.edit) changes.edit(st.options);
   if (st.options.steps != before.steps) {
     if (st.options.steps < st.step)
-      fail("--steps {}: {} has already done {} steps", st.options.steps, *ckpt, st.step);
+      fail("--steps {}: {} has already done {} steps", st.options.steps, ckpt_dir, st.step);
     if (!st.options.forecast.empty())
       fail("--steps cannot change on --resume of a run tracked against a forecast ({})",
            st.options.forecast);
@@ -281,16 +308,21 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
                                       {"from_ep", before.ep}});
   }
   std::unique_ptr<Trainer> t(new Trainer());
-  t->setup(st.options, run_dir, comm);
+  t->lock_ = std::move(lock);
+  t->setup(st.options, run_dir, comm, /*fresh=*/false);
   Buffer<float> p, m, v;
-  load_run_checkpoint(*ckpt, *t->full_table_, p, m, v);
+  load_run_checkpoint(ckpt_dir, *t->full_table_, p, m, v);
   t->load_full_state(p.data(), m.data(), v.data());
-  t->data_->restore(st.data_state);
+  try {
+    t->data_->restore(st.data_state);
+  } catch (const Error& e) {
+    fail("{}/state.json: data: {}", ckpt_dir, e.what());
+  }
   t->step_ = st.step;
   t->lineage_ = st.lineage;
   if (t->is_root()) truncate_metrics(run_dir, st.step);
   if (t->is_root())
-    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, *ckpt, st.step,
+    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, ckpt_dir, st.step,
                t->comm_->size(), t->comm_->size() > 1 ? "s" : "");
   return t;
 }
@@ -340,12 +372,19 @@ Trainer::~Trainer() {
 
 void Trainer::write_metrics(const nlohmann::json& j) {
   if (!is_root()) return;
+  // A failed write (a full disk, a read-only file) is kept, not thrown: run() stops every rank
+  // at the end of the step with a checkpoint and this message, so nothing trained is lost.
+  if (!metrics_error_.empty()) return;
+  const std::string path = run_dir_ + "/metrics.jsonl";
+  if (!metrics_) metrics_ = fopen(path.c_str(), "a");
   if (!metrics_) {
-    metrics_ = fopen((run_dir_ + "/metrics.jsonl").c_str(), "a");
-    if (!metrics_) fail("{}/metrics.jsonl: cannot open for append", run_dir_);
+    metrics_error_ = fmt::format("{}: cannot open for append: {}", path, std::strerror(errno));
+    return;
   }
-  fmt::print(metrics_, "{}\n", j.dump());
-  fflush(metrics_);
+  const std::string line = j.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||
+      std::fflush(metrics_) != 0)
+    metrics_error_ = fmt::format("{}: cannot write: {}", path, std::strerror(errno));
 }
 
 std::string Trainer::save_checkpoint() {
@@ -411,6 +450,22 @@ LossStats Trainer::forward_backward(bool backward) {
   return sum;
 }
 
+std::string Trainer::check_update() {
+  // Testing aids: poison what this step's update wrote, on the last rank only (the decision to
+  // roll back must still be taken by every rank).
+  std::vector<UpdateGuard::Owned> owned;
+  for (auto& r : optimizer_->regions()) owned.push_back({r.own(), r.state_at});
+  const dist::Range own = owned.front().range;
+  if (comm_->rank() == comm_->size() - 1 && own.end > own.begin) {
+    for (int64_t s : opt_.inject_nan_param_steps)
+      if (s == step_) model_->params()[size_t(own.begin)] = std::nanf("");
+    for (int64_t s : opt_.inject_inf_state_steps)
+      if (s == step_) optimizer_->local_v()[0] = INFINITY;
+  }
+  return UpdateGuard::check(model_->table(), model_->params().data(), optimizer_->local_m().data(),
+                            optimizer_->local_v().data(), owned, *comm_);
+}
+
 StepResult Trainer::train_step() {
   const ModelConfig& c = opt_.model;
   StepResult out;
@@ -472,15 +527,22 @@ StepResult Trainer::train_step() {
       routers.push_back(to_json(acc.finish()));
     }
     m["router"] = routers;
+    update_guard_.save(model_->params(), optimizer_->local_m(), optimizer_->local_v());
     optimizer_->step(model_->params().data(), grads.data(), step_);
     out.comm_seconds += optimizer_->last_gather_seconds();
     if (opt_.qb)  // bias for the next step's forward pass, from the whole step's routing
       for (int64_t l = 0; l < c.num_layers; ++l)
         qb_.update_layer(routing_log_[size_t(l)], model_->block(l).moe().router().bias());
     m["grad_norm"] = gn.json();
-    m["param_norm"] = group_norms(table, model_->params().data(), *optimizer_, *comm_).json();
+    if (const std::string bad = check_update(); !bad.empty()) {
+      update_guard_.restore(model_->params(), optimizer_->local_m(), optimizer_->local_v());
+      out.finite = false;
+      m["skipped"] = fmt::format("non-finite update ({}), rolled back", bad);
+    } else {
+      m["param_norm"] = group_norms(table, model_->params().data(), *optimizer_, *comm_).json();
+    }
   } else {
-    m["skipped"] = "non-finite loss or gradient";
+    m["skipped"] = "non-finite loss or gradient, update skipped";
   }
   ++step_;
   return out;
@@ -551,9 +613,8 @@ TrainResult Trainer::run() {
     } else {
       ++bad_in_row;
       if (is_root())
-        fmt::print(stderr,
-                   "\nmarin: step {}: non-finite loss or gradient, update skipped ({} in a row)\n",
-                   step_ - 1, bad_in_row);
+        fmt::print(stderr, "\nmarin: step {}: {} ({} in a row)\n", step_ - 1,
+                   m.value("skipped", std::string("non-finite")), bad_in_row);
     }
     const double dt = t.seconds();
     m["step_seconds"] = dt;
@@ -566,10 +627,12 @@ TrainResult Trainer::run() {
       write_metrics(m);
       restore_handlers();
       auto last = latest_checkpoint(run_dir_);
-      fail(
-          "{} consecutive non-finite steps (last at step {}): stopping; the last good checkpoint "
-          "is {}",
-          bad_in_row, step_ - 1, last ? *last : std::string("(none written yet)"));
+      fail("{} consecutive non-finite steps (last at step {}): stopping; {}", bad_in_row, step_ - 1,
+           !last                            ? std::string("no checkpoint was written yet")
+           : checkpoint_known_finite(*last) ? "the last good checkpoint is " + *last
+                                            : "the newest checkpoint " + *last +
+                                                  " is not known to be finite (written before "
+                                                  "finite checks)");
     }
     const bool eval_now =
         valid_ && ((opt_.eval_every > 0 && step_ % opt_.eval_every == 0) || step_ == opt_.steps);
@@ -596,11 +659,21 @@ TrainResult Trainer::run() {
                  double(tokens_per_step) / dt, valid_note);
     }
     // Stop together: a signal may reach only some ranks, and each rank's clock differs.
-    int stop[2] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s};
-    comm_->allreduce(stop, 2, dist::Op::Max);
-    if (stop[0] || stop[1]) {
+    int stop[3] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s,
+                   !metrics_error_.empty()};
+    comm_->allreduce(stop, 3, dist::Op::Max);
+    if (stop[0] || stop[1] || stop[2]) {
       res.last_checkpoint = save_checkpoint();
       res.interrupted = true;
+      if (stop[2]) {
+        std::string why = metrics_error_;  // rank 0's, for every rank's message
+        comm_->broadcast(why);
+        restore_handlers();
+        fail(
+            "{}; stopped with a checkpoint ({} at step {}): make room or fix the file, then "
+            "--resume",
+            why, res.last_checkpoint, step_);
+      }
       if (is_root())
         fmt::print(stderr, "\n{}: saved {} at step {}\n",
                    stop[0] == SIGINT ? std::string("interrupted")

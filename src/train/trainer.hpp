@@ -31,7 +31,9 @@
 #include "model/moe/qb_balance.hpp"
 #include "model/moe/router_stats.hpp"
 #include "optim/optimizer.hpp"
+#include "train/finite_check.hpp"
 #include "train/run_checkpoint.hpp"
+#include "train/run_lock.hpp"
 
 namespace marin {
 namespace eval {
@@ -108,7 +110,14 @@ class Trainer {
 
  private:
   Trainer() = default;
-  void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm);
+  // resume() from one checkpoint, after checking its state (run_state_check.hpp).
+  static std::unique_ptr<Trainer> resume_from(const std::string& ckpt_dir,
+                                              const std::string& run_dir, dist::Comm* comm,
+                                              const ResumeChanges& changes,
+                                              std::shared_ptr<RunLock> lock);
+  // fresh: a new run (a run directory holding a run is refused, or moved aside on overwrite).
+  void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
+             bool fresh = true);
   // Runs forward (+ backward) over this rank's micro-batches of the global batch in
   // tokens_/labels_/seg_ (gradients of all but the last into partials_, the last in the model's
   // grads()); returns the global loss.
@@ -117,6 +126,9 @@ class Trainer {
   // rank takes its expert shard.
   void load_full_state(const float* params, const float* m, const float* v);
   int ep() const { return experts_ ? experts_->size() : 1; }
+  // Collective: "" when the parameters and optimizer state the step just wrote are finite on
+  // every rank, else what is not (UpdateGuard::check).
+  std::string check_update();
 
   TrainOptions opt_;
   std::string run_dir_;
@@ -132,6 +144,8 @@ class Trainer {
   std::vector<Buffer<float>> partials_;         // gradients of this rank's earlier micro-batches
   std::vector<Buffer<float>> expert_partials_;  // --ep > 1: their expert gradients, per source
   std::unique_ptr<dist::ExactSum> grad_sum_;
+  std::shared_ptr<RunLock> lock_;  // rank 0: RUN/run.lock, held for the trainer's life
+  UpdateGuard update_guard_;       // the state before this step's update, to undo a non-finite one
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;
   std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
@@ -140,6 +154,7 @@ class Trainer {
   nlohmann::json lineage_;
   std::vector<int32_t> tokens_, labels_, seg_;  // the global batch
   FILE* metrics_ = nullptr;
+  std::string metrics_error_;  // rank 0: the failed write of metrics.jsonl, if any
   std::unique_ptr<eval::MacroEvaluator> all_domains_;
   std::vector<std::unique_ptr<TrainHook>> hooks_;
 };

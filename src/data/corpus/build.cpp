@@ -22,6 +22,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "data/corpus/corpus.hpp"
 
 namespace marin::corpus {
@@ -656,7 +657,7 @@ class ShardWriter {
                        {"documents", docs_},
                        {"text_bytes", text_bytes_},
                        {"file_bytes", file_bytes_},
-                       {"xxh64", fmt::format("{:016x}", XXH64_digest(state_.get()))}});
+                       {"xxh64", hex64(XXH64_digest(state_.get()))}});
   }
 
   fs::path dir_, path_;

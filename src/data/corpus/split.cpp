@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "data/corpus/corpus.hpp"
 #include "data/shards.hpp"
 
@@ -40,7 +41,7 @@ std::string xxh64_file_hex(const std::filesystem::path& file) {
   while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0)
     XXH64_update(st.get(), buf.data(), n);
   if (std::ferror(f.get())) fail("corpus: read error on {}", file.string());
-  return fmt::format("{:016x}", XXH64_digest(st.get()));
+  return hex64(XXH64_digest(st.get()));
 }
 
 ShardChecksums::ShardChecksums(const std::filesystem::path& root, bool verify)
@@ -82,7 +83,7 @@ void ShardChecksums::check(const std::filesystem::path& file, std::string_view b
   const std::string key = std::filesystem::relative(file, root_).lexically_normal().string();
   const auto it = xxh64_.find(key);
   if (it == xxh64_.end() || it->second.empty()) return;
-  const std::string got = fmt::format("{:016x}", xxh64(bytes));
+  const std::string got = hex64(xxh64(bytes));
   if (got != it->second)
     fail(
         "{}: xxh64 {} does not match {} in {}: the shard was changed after the corpus was built "

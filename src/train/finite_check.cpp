@@ -1,0 +1,93 @@
+#include "train/finite_check.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace marin {
+
+namespace {
+
+// True when x[0..n) holds a NaN or Inf. The exponent test on the bits (all ones: Inf or NaN)
+// is an OR reduction the compiler vectorises, unlike a floating-point sum whose order it must
+// keep; it is one read of the buffer, small next to the step that wrote it.
+bool any_nonfinite(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    bad |= uint32_t((b & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad != 0;
+}
+
+}  // namespace
+
+int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, dist::Range range,
+                               int64_t base) {
+  const auto& ps = table.params();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const ParamInfo& p = ps[i];
+    if (p.offset < range.begin || p.offset >= range.end) continue;
+    if (any_nonfinite(x + (p.offset - base), p.size)) return int64_t(i);
+  }
+  return -1;
+}
+
+void require_finite_params(const ParamTable& table, const float* params, const std::string& what,
+                           bool allow) {
+  const auto& ps = table.params();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const ParamInfo& p = ps[i];
+    int64_t bad = 0;
+    for (int64_t k = 0; k < p.size; ++k) bad += !std::isfinite(params[p.offset + k]);
+    if (bad == 0) continue;
+    const std::string msg =
+        fmt::format("{}: tensor '{}' holds {} non-finite value{} (NaN or Inf) of {}", what, p.name,
+                    bad, bad > 1 ? "s" : "", p.size);
+    if (!allow) fail("{} (--allow-nonfinite loads it anyway, for forensics)", msg);
+    fmt::print(stderr, "marin: warning: {}\n", msg);
+  }
+}
+
+void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m,
+                       const Buffer<float>& v) {
+  params_ = params;
+  m_ = m;
+  v_ = v;
+}
+
+void UpdateGuard::restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) const {
+  MARIN_CHECK(params.size() == params_.size() && m.size() == m_.size() && v.size() == v_.size(),
+              "UpdateGuard::restore: buffers changed size since save");
+  params = params_;
+  m = m_;
+  v = v_;
+}
+
+std::string UpdateGuard::check(const ParamTable& table, const float* params, const float* m,
+                               const float* v, std::span<const Owned> own, dist::Comm& comm) {
+  // Encoded as 3·tensor + buffer so one Min all-reduce gives every rank the same, first, culprit.
+  int64_t code = LLONG_MAX;
+  const float* bufs[3] = {params, m, v};
+  for (const Owned& o : own) {
+    const int64_t shard_base = o.range.begin - o.state_at;  // m/v element of offset x: x − base
+    const int64_t bases[3] = {0, shard_base, shard_base};
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t t = first_nonfinite_tensor(table, bufs[b], o.range, bases[b]);
+      if (t >= 0) code = std::min(code, 3 * t + b);
+    }
+  }
+  code = comm.allreduce(code, dist::Op::Min);
+  if (code == LLONG_MAX) return "";
+  const std::string& name = table.params()[size_t(code / 3)].name;
+  static const char* const kWhat[3] = {"parameter", "optimizer state m of", "optimizer state v of"};
+  return fmt::format("{} '{}'", kWhat[code % 3], name);
+}
+
+}  // namespace marin
