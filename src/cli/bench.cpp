@@ -138,18 +138,21 @@ int bench_model(BenchOptions o) {
   // cores measure what they share).
   const kernels::PeakResult peak = kernels::measure_fma_peak(threads);
   const double job_peak = world.allreduce(peak.gflops);
+  // The bf16 dot-product peak where the CPU has avx512_bf16 (0 elsewhere): the ceiling of a
+  // bf16 step, reported next to the fp32 one.
+  const double job_bf16_peak = world.allreduce(kernels::measure_bf16_peak(threads).gflops);
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   nlohmann::json j = {{"preset", o.model.preset},
                       {"cpu", cpu_model_name()},
-                      {"isa", peak.lanes == 16  ? "avx512"
-                              : peak.lanes == 8 ? "avx2"
-                                                : "scalar"},
+                      {"isa", kernels::isa_name()},
+                      {"fp32_lanes", peak.lanes},
                       {"batch", o.batch},
                       {"seq_len", c.seq_len},
                       {"ranks", world.size()},
                       {"threads", threads},
                       {"iters", o.iters},
-                      {"peak_gflops", job_peak}};
+                      {"peak_gflops", job_peak},
+                      {"bf16_peak_gflops", job_bf16_peak}};
   double t_med = 0;
   if (o.train) {
     j.update(bench_train(o, c));
@@ -182,9 +185,13 @@ int bench_model(BenchOptions o) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("{} ({}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} GFLOP/s\n",
+  fmt::print("{} (kernels: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} GFLOP/s",
              j["cpu"].get<std::string>(), j["isa"].get<std::string>(), world.size(), threads,
              job_peak);
+  if (job_bf16_peak > 0)
+    fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
+  else
+    fmt::print(" (no avx512_bf16)\n");
   if (o.train) {
     fmt::print(
         "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
@@ -232,7 +239,8 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                                "--train: rows per forward (default as marin train)");
                 app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
                 app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
-                app.add_option("--threads", o->threads, "OpenMP threads (default: all)");
+                app.add_option("--threads", o->threads,
+                               "compute threads of this process (default: all cores)");
                 app.add_option("--vocab", o->vocab, "tokenizer bench: vocabulary file");
                 app.add_option("--in", o->files, "tokenizer bench: input files");
                 app.add_flag("--json", o->json, "print one JSON object");
