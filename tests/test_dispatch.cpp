@@ -1,12 +1,15 @@
 // Runtime dispatch of the SIMD kernels: the best target this CPU supports is chosen by default,
 // every target the CPU supports is listed and can be forced (the kernel tests run each one
 // against the double path through isa_loop.hpp), and the measured peak runs on the chosen one.
+// Also the threading defaults of the binary: passive OpenMP waiting unless the user chose, and
+// --threads on every heavy command.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "cli_util.hpp"
 #include "core/error.hpp"
 #include "kernels/kernels.hpp"
 
@@ -67,3 +70,30 @@ TEST(Dispatch, Bf16PeakOnlyWhereTheCpuHasIt) {
   EXPECT_EQ(p.gflops > 0, mk::cpu_has_avx512_bf16());
 }
 
+// libgomp prints the settings it started with under OMP_DISPLAY_ENV; the binary must have chosen
+// passive waiting before libgomp read the environment, and must keep a user's own choice.
+TEST(Threads, PassiveWaitIsTheBinarysDefault) {
+  using marin::testing::run_shell;
+  const std::string bin = MARIN_BIN;
+  const auto def = run_shell("env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=TRUE " + bin + " --version");
+  EXPECT_EQ(def.code, 0) << def.out;
+  EXPECT_NE(def.out.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << def.out;
+  const auto user = run_shell("OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=TRUE " + bin + " --version");
+  EXPECT_NE(user.out.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << user.out;
+}
+
+TEST(Threads, EveryHeavyCommandTakesThreads) {
+  for (const char* cmd : {"train", "eval", "score", "sample", "bench", "ladder", "forecast",
+                          "decontaminate", "tokenize"}) {
+    const auto r = marin::testing::run(std::string(cmd) + " --help");
+    EXPECT_NE(r.out.find("--threads"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const auto bad = marin::testing::run("score --threads 0");
+  EXPECT_NE(bad.code, 0) << bad.out;
+  const auto b =
+      marin::testing::run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --threads 1 --json");
+  ASSERT_EQ(b.code, 0) << b.out;
+  const auto j = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  EXPECT_EQ(j["threads"].get<int>(), 1);
+  EXPECT_EQ(j["isa"].get<std::string>(), mk::isa_name());
+}

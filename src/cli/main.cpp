@@ -1,12 +1,34 @@
 // marin: one binary, one subcommand per src/cli/*.cpp file. This file only dispatches.
 #include <fmt/core.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <set>
+#include <string>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/error.hpp"
 #include "dist/comm.hpp"
+
+namespace {
+// OpenMP's default wait policy spins idle threads for a long while; on a machine shared with
+// other work that cost 10x (docs/benchmarks.md). libgomp reads OMP_WAIT_POLICY in its own
+// constructor, before main, so the default is set from the executable's .preinit_array, which
+// the dynamic loader runs before any shared library's initialisers. A user's setting is kept.
+void default_passive_wait(int, char**, char**) {
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+}
+using PreinitFn = void (*)(int, char**, char**);
+__attribute__((section(".preinit_array"), used)) PreinitFn kPreinit = default_passive_wait;
+
+// Commands whose work is compute-bound: each gets --threads (the compute threads of the
+// process) unless its own file already defines the option.
+const std::set<std::string> kHeavy = {"bench",  "decontaminate", "eval",     "forecast", "ladder",
+                                      "sample", "score",         "tokenize", "train"};
+}  // namespace
 
 namespace marin::cli {
 std::vector<Command>& registry() {
@@ -25,14 +47,26 @@ int main(int argc, char** argv) {
   auto& cmds = registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::map<CLI::App*, Runner> runners;
+  int threads = 0;
   for (auto& c : cmds) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners[sub] = c.setup(*sub);
+    if (kHeavy.count(c.name) && !sub->get_option_no_throw("--threads"))
+      sub->add_option("--threads", threads, "compute threads of this process (default: all cores)")
+          ->check(threads_range());
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  // --threads N means one thing on every command: N compute threads in this process. Where a
+  // command's own option also sizes other work (eval's n-gram index, corpus domains), the same
+  // number bounds the OpenMP kernels and OpenBLAS (its OpenMP build follows omp_set_num_threads).
+  for (auto& [sub, run] : runners) {
+    if (!sub->parsed()) continue;
+    if (const CLI::Option* opt = sub->get_option_no_throw("--threads"); opt && opt->count() > 0)
+      omp_set_num_threads(std::max(1, opt->as<int>()));
   }
   // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
   // collective for it): print this rank's message and abort the whole job.
