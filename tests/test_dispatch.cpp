@@ -97,3 +97,18 @@ TEST(Threads, EveryHeavyCommandTakesThreads) {
   EXPECT_EQ(j["threads"].get<int>(), 1);
   EXPECT_EQ(j["isa"].get<std::string>(), mk::isa_name());
 }
+
+// MARIN_ISA pins the kernels' target for a run (to compare targets on one machine).
+TEST(Dispatch, MarinIsaPinsTheTargetOfARun) {
+  const auto r = marin::testing::run_shell(
+      "MARIN_ISA=scalar " + std::string(MARIN_BIN) +
+      " bench --preset tiny --batch 2 --iters 1 --warmup 0 --threads 1 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["isa"].get<std::string>(), "scalar");
+  EXPECT_EQ(j["fp32_lanes"].get<int>(), 1);
+  const auto bad = marin::testing::run_shell("MARIN_ISA=bogus " + std::string(MARIN_BIN) +
+                                             " plan --preset tiny");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("'bogus' is not a target"), std::string::npos) << bad.out;
+}

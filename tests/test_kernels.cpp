@@ -322,3 +322,38 @@ TEST(Xent, IgnoredLabel) {
   mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0, 0.0);
   for (int i = 0; i < V; ++i) EXPECT_EQ(dl[i], 0.0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// GEMM: float against double on skinny, square and wide shapes, every transpose, alpha/beta,
+// leading dimensions wider than the matrix (whose padding must stay untouched).
+TEST(Gemm, FloatMatchesDouble) {
+  struct Shape {
+    int M, N, K;
+  };
+  for (const Shape sh :
+       {Shape{37, 29, 32}, Shape{128, 128, 128}, Shape{300, 260, 96}, Shape{5, 700, 1100}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int M = sh.M, N = sh.N, K = sh.K;
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      Vec A = randn(size_t(ta ? K : M) * lda, 50), B = randn(size_t(tb ? N : K) * ldb, 51);
+      Vec C = randn(size_t(M) * ldc, 52), Cd = C;
+      mk::gemm<double>(ta, tb, M, N, K, 0.5, A.data(), lda, B.data(), ldb, 0.25, Cd.data(), ldc);
+      for (const float beta : {0.0f, 0.25f}) {
+        auto Af = to_f(A), Bf = to_f(B), Cf = to_f(C);
+        mk::gemm<float>(ta, tb, M, N, K, 0.5f, Af.data(), lda, Bf.data(), ldb, beta, Cf.data(),
+                        ldc);
+        Vec want = Cd;
+        if (beta == 0.0f)
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) want[size_t(i) * ldc + j] -= 0.25 * C[size_t(i) * ldc + j];
+        // The padding columns of C are untouched.
+        for (int i = 0; i < M; ++i)
+          for (int j = N; j < ldc; ++j)
+            ASSERT_EQ(Cf[size_t(i) * ldc + j], float(C[size_t(i) * ldc + j]));
+        EXPECT_LT(rel_err(to_d(Cf), want), kF32Tol)
+            << M << "x" << N << "x" << K << " ta " << ta << " tb " << tb << " beta " << beta;
+      }
+    }
+  }
+}

@@ -12,6 +12,7 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "dist/comm.hpp"
+#include "kernels/kernels.hpp"
 
 namespace {
 // OpenMP's default wait policy spins idle threads for a long while; on a machine shared with
@@ -84,6 +85,9 @@ int main(int argc, char** argv) {
   };
   int rc = 0;
   try {
+    // MARIN_ISA pins the SIMD target of the kernels (one of kernels::isa_targets()), to compare
+    // targets on one machine; unset, the best one the CPU supports runs.
+    if (const char* isa = std::getenv("MARIN_ISA"); isa && *isa) marin::kernels::force_isa(isa);
     for (auto& [sub, run] : runners)
       if (sub->parsed()) rc = run();
   } catch (const marin::Error& e) {
