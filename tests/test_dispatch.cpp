@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.hpp"
@@ -96,6 +97,14 @@ TEST(Threads, EveryHeavyCommandTakesThreads) {
   const auto j = nlohmann::json::parse(b.out.substr(b.out.find('{')));
   EXPECT_EQ(j["threads"].get<int>(), 1);
   EXPECT_EQ(j["isa"].get<std::string>(), mk::isa_name());
+  // Neither --threads nor OMP_NUM_THREADS: the idle cores by the load average, at least one.
+  const auto d =
+      marin::testing::run_shell("env -u OMP_NUM_THREADS " + std::string(MARIN_BIN) +
+                                " bench --preset tiny --batch 2 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(d.code, 0) << d.out;
+  const int t = nlohmann::json::parse(d.out.substr(d.out.find('{')))["threads"].get<int>();
+  EXPECT_GE(t, 1);
+  EXPECT_LE(t, int(std::thread::hardware_concurrency()));
 }
 
 // MARIN_ISA pins the kernels' target for a run (to compare targets on one machine).

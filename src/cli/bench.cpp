@@ -259,7 +259,7 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
                 app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
                 app.add_option("--threads", o->threads,
-                               "compute threads of this process (default: all cores)");
+                               "compute threads of this process (default: the idle cores)");
                 app.add_option("--vocab", o->vocab, "tokenizer bench: vocabulary file");
                 app.add_option("--in", o->files, "tokenizer bench: input files");
                 app.add_flag("--json", o->json, "print one JSON object");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -24,6 +25,18 @@ void default_passive_wait(int, char**, char**) {
 }
 using PreinitFn = void (*)(int, char**, char**);
 __attribute__((section(".preinit_array"), used)) PreinitFn kPreinit = default_passive_wait;
+
+// The default number of compute threads when neither --threads nor OMP_NUM_THREADS says: the
+// cores that are idle by the 1-minute load average, at least one. On a 2-vCPU machine busy with
+// other work, two OpenMP threads made a `tiny` forward+backward 30x slower than one (every
+// parallel region waits for a descheduled thread; docs/benchmarks.md), whatever the wait policy.
+int idle_cores() {
+  const int cores = std::max(1, omp_get_num_procs());
+  std::ifstream f("/proc/loadavg");
+  double load = 0;
+  if (!(f >> load)) return cores;
+  return std::clamp(int(double(cores) - load + 0.5), 1, cores);
+}
 
 // Commands whose work is compute-bound: each gets --threads (the compute threads of the
 // process) unless its own file already defines the option.
@@ -53,7 +66,8 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners[sub] = c.setup(*sub);
     if (kHeavy.count(c.name) && !sub->get_option_no_throw("--threads"))
-      sub->add_option("--threads", threads, "compute threads of this process (default: all cores)")
+      sub->add_option("--threads", threads,
+                      "compute threads of this process (default: the idle cores)")
           ->check(threads_range());
   }
   try {
@@ -64,11 +78,15 @@ int main(int argc, char** argv) {
   // --threads N means one thing on every command: N compute threads in this process. Where a
   // command's own option also sizes other work (eval's n-gram index, corpus domains), the same
   // number bounds the OpenMP kernels and OpenBLAS (its OpenMP build follows omp_set_num_threads).
+  bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
   for (auto& [sub, run] : runners) {
     if (!sub->parsed()) continue;
-    if (const CLI::Option* opt = sub->get_option_no_throw("--threads"); opt && opt->count() > 0)
+    if (const CLI::Option* opt = sub->get_option_no_throw("--threads"); opt && opt->count() > 0) {
       omp_set_num_threads(std::max(1, opt->as<int>()));
+      threads_given = true;
+    }
   }
+  if (!threads_given) omp_set_num_threads(idle_cores());
   // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
   // collective for it): print this rank's message and abort the whole job.
   namespace dist = marin::dist;
