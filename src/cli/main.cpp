@@ -1,15 +1,51 @@
 // marin: one binary, one subcommand per src/cli/*.cpp file. This file only dispatches.
 #include <fmt/core.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <set>
+#include <string>
 
 #include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/error.hpp"
 #include "dist/comm.hpp"
+#include "kernels/kernels.hpp"
+
+namespace {
+// OpenMP's default wait policy spins idle threads for a long while; on a machine shared with
+// other work that cost 10x (docs/benchmarks.md). libgomp reads OMP_WAIT_POLICY in its own
+// constructor, before main, so the default is set from the executable's .preinit_array, which
+// the dynamic loader runs before any shared library's initialisers. A user's setting is kept.
+void default_passive_wait(int, char**, char**) {
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+}
+using PreinitFn = void (*)(int, char**, char**);
+__attribute__((section(".preinit_array"), used)) PreinitFn kPreinit = default_passive_wait;
+
+// The default number of compute threads when neither --threads nor OMP_NUM_THREADS says: the
+// cores that are idle by the 1-minute load average, at least one. On a 2-vCPU machine busy with
+// other work, two OpenMP threads made a `tiny` forward+backward 30x slower than one (every
+// parallel region waits for a descheduled thread; docs/benchmarks.md), whatever the wait policy.
+int idle_cores() {
+  const int cores = std::max(1, omp_get_num_procs());
+  std::ifstream f("/proc/loadavg");
+  double load = 0;
+  if (!(f >> load)) return cores;
+  return std::clamp(int(double(cores) - load + 0.5), 1, cores);
+}
+
+// Commands whose work is compute-bound: each gets --threads (the compute threads of the
+// process) unless its own file already defines the option.
+const std::set<std::string> kHeavy = {"bench",  "decontaminate", "eval",     "forecast", "ladder",
+                                      "sample", "score",         "tokenize", "train"};
+}  // namespace
 
 namespace marin::cli {
 std::vector<Command>& registry() {
@@ -28,15 +64,32 @@ int main(int argc, char** argv) {
   auto& cmds = registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::map<CLI::App*, Runner> runners;
+  int threads = 0;
   for (auto& c : cmds) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners[sub] = c.setup(*sub);
+    if (kHeavy.count(c.name) && !sub->get_option_no_throw("--threads"))
+      sub->add_option("--threads", threads,
+                      "compute threads of this process (default: the idle cores)")
+          ->check(threads_range());
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // --threads N means one thing on every command: N compute threads in this process. Where a
+  // command's own option also sizes other work (eval's n-gram index, corpus domains), the same
+  // number bounds the OpenMP kernels and OpenBLAS (its OpenMP build follows omp_set_num_threads).
+  bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
+  for (auto& [sub, run] : runners) {
+    if (!sub->parsed()) continue;
+    if (const CLI::Option* opt = sub->get_option_no_throw("--threads"); opt && opt->count() > 0) {
+      omp_set_num_threads(std::max(1, opt->as<int>()));
+      threads_given = true;
+    }
+  }
+  if (!threads_given) omp_set_num_threads(idle_cores());
   // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
   // collective for it): print this rank's message and abort the whole job.
   namespace dist = marin::dist;
@@ -53,6 +106,9 @@ int main(int argc, char** argv) {
   };
   int rc = 0;
   try {
+    // MARIN_ISA pins the SIMD target of the kernels (one of kernels::isa_targets()), to compare
+    // targets on one machine; unset, the best one the CPU supports runs.
+    if (const char* isa = std::getenv("MARIN_ISA"); isa && *isa) marin::kernels::force_isa(isa);
     for (auto& [sub, run] : runners)
       if (sub->parsed()) rc = run();
     // A report printed to stdout that did not reach it (a full disk, a closed pipe) is a failure,

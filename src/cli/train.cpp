@@ -104,12 +104,21 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
 // split), how long it is and how often it checkpoints and evaluates. Every other option is the
 // run's own (model, data, optimizer, seed, batch, micro-batch) and is refused by name: a flag is
 // never silently dropped.
-constexpr const char* kResumableOptions[] = {
-    "--resume",           "--time-limit",      "--steps",
-    "--transport",        "--waves",           "--ep",
-    "--ckpt-every",       "--keep-every",      "--eval-every",
-    "--eval-batches",     "--max-bad-steps",   "--inject-nan-grad",
-    "--inject-nan-param", "--inject-inf-state"};
+constexpr const char* kResumableOptions[] = {"--resume",
+                                             "--time-limit",
+                                             "--steps",
+                                             "--transport",
+                                             "--waves",
+                                             "--ep",
+                                             "--ckpt-every",
+                                             "--keep-every",
+                                             "--eval-every",
+                                             "--eval-batches",
+                                             "--max-bad-steps",
+                                             "--inject-nan-grad",
+                                             "--inject-nan-param",
+                                             "--inject-inf-state",
+                                             "--threads"};
 
 void refuse_unresumable(const TrainCli& a) {
   std::vector<std::string> refused;
@@ -127,7 +136,7 @@ void refuse_unresumable(const TrainCli& a) {
         "--fork-from CHECKPOINT --out NEW_RUN to start a new run with other options",
         fmt::join(refused, ", "),
         "--time-limit, --steps, --transport, --waves, --ep, --ckpt-every, --keep-every, "
-        "--eval-every, --eval-batches and --max-bad-steps");
+        "--eval-every, --eval-batches, --max-bad-steps and --threads");
 }
 
 int run_train(const TrainCli& a) {

@@ -6,6 +6,8 @@
 // Conventions: row-major; weights are [in, out] and applied as y = x @ W; `rows` counts tokens;
 // backward functions *overwrite* input gradients (dx) and *accumulate* into weight gradients (dw).
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace marin::kernels {
 
@@ -79,12 +81,24 @@ template <class T>
 void attention_bwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
                    const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
 
-// The fp32 FMA peak of this machine with `threads` threads (0: all), measured for `seconds`
-// (kernels/cpu/peak.cpp): the ceiling every "fraction of peak" is judged against.
+// ---- instruction set (cpu/dispatch.cpp) ----
+// The float kernels are compiled for several Highway targets and run on the best one this CPU
+// supports, chosen at the first call: "avx512", "avx2", "emu128" (the portable baseline), ...
+std::string isa_name();
+// Every target this binary was compiled for that this CPU supports, best first.
+std::vector<std::string> isa_targets();
+// Tests: run the float kernels on `name` (one of isa_targets()); "" restores the best one.
+void force_isa(const std::string& name);
+
+// The FMA peak of this machine with `threads` threads (0: all), measured for `seconds`
+// (kernels/cpu/peak.cpp): the ceiling every "fraction of peak" is judged against. The fp32 loop
+// runs on the dispatched target; the bf16 one (vdpbf16ps) gives gflops = 0 without avx512_bf16.
 struct PeakResult {
-  int threads = 0, lanes = 0;  // vector width in floats (8: AVX2, 16: AVX-512)
+  int threads = 0, lanes = 0;  // vector width in elements (fp32: 8 on AVX2, 16 on AVX-512)
   double gflops = 0;
 };
 PeakResult measure_fma_peak(int threads, double seconds = 0.3);
+PeakResult measure_bf16_peak(int threads, double seconds = 0.3);
+bool cpu_has_avx512_bf16();
 
 }  // namespace marin::kernels

@@ -1,11 +1,83 @@
-// SwiGLU gate: h = silu(a) * b, silu(a) = a * sigmoid(a). Float path uses the AVX-512 exp.
+// SwiGLU gate: h = silu(a) * b, silu(a) = a * sigmoid(a). The float blocks are SIMD, compiled per
+// Highway target and chosen at start-up; double keeps the exact scalar path.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/elementwise.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace marin::kernels::cpu::HWY_NAMESPACE {
+
+namespace {
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+
+HWY_INLINE V swiglu_fwd_vec(D d, V a, V b) {
+  return hn::Mul(hn::Mul(a, SigmoidF(d, a)), b);
+}
+// d silu / da = s * (1 + a (1 - s))
+HWY_INLINE void swiglu_bwd_vec(D d, V g, V a, V b, V& da, V& db) {
+  const V one = hn::Set(d, 1.0f), s = SigmoidF(d, a);
+  const V ds = hn::Mul(s, hn::MulAdd(a, hn::Sub(one, s), one));
+  da = hn::Mul(hn::Mul(g, b), ds);
+  db = hn::Mul(hn::Mul(g, a), s);
+}
+}  // namespace
+
+void SwigluFwdF32(const float* a, const float* b, float* h, i64 n) {
+  const D d;
+  i64 i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    hn::StoreU(swiglu_fwd_vec(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, h + i);
+  if (i < n) {  // the tail through zero-padded buffers
+    alignas(64) float ab[kLanes] = {}, bb[kLanes] = {};
+    std::copy(a + i, a + n, ab);
+    std::copy(b + i, b + n, bb);
+    hn::Store(swiglu_fwd_vec(d, hn::Load(d, ab), hn::Load(d, bb)), d, ab);
+    std::copy(ab, ab + (n - i), h + i);
+  }
+}
+
+void SwigluBwdF32(const float* dh, const float* a, const float* b, float* da, float* db, i64 n) {
+  const D d;
+  i64 i = 0;
+  V dav, dbv;
+  for (; i + kLanes <= n; i += kLanes) {
+    swiglu_bwd_vec(d, hn::LoadU(d, dh + i), hn::LoadU(d, a + i), hn::LoadU(d, b + i), dav, dbv);
+    hn::StoreU(dav, d, da + i);
+    hn::StoreU(dbv, d, db + i);
+  }
+  if (i < n) {
+    alignas(64) float gb[kLanes] = {}, ab[kLanes] = {}, bb[kLanes] = {};
+    std::copy(dh + i, dh + n, gb);
+    std::copy(a + i, a + n, ab);
+    std::copy(b + i, b + n, bb);
+    swiglu_bwd_vec(d, hn::Load(d, gb), hn::Load(d, ab), hn::Load(d, bb), dav, dbv);
+    hn::Store(dav, d, gb);
+    hn::Store(dbv, d, ab);
+    std::copy(gb, gb + (n - i), da + i);
+    std::copy(ab, ab + (n - i), db + i);
+  }
+}
+
+}  // namespace marin::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace marin::kernels {
+
+namespace cpu {
+HWY_EXPORT(SwigluFwdF32);
+HWY_EXPORT(SwigluBwdF32);
+}  // namespace cpu
 
 namespace {
 constexpr i64 kBlock = 4096;  // elements per parallel work item
@@ -28,32 +100,15 @@ void swiglu_bwd_block(const T* dh, const T* a, const T* b, T* da, T* db, i64 n) 
   }
 }
 
-#ifdef __AVX512F__
 template <>
 void swiglu_fwd_block<float>(const float* a, const float* b, float* h, i64 n) {
-  for (i64 i = 0; i < n; i += 16) {
-    const __mmask16 m = cpu::tail_mask(n - i);
-    const __m512 av = _mm512_maskz_loadu_ps(m, a + i), bv = _mm512_maskz_loadu_ps(m, b + i);
-    const __m512 s = cpu::sigmoid512(av);
-    _mm512_mask_storeu_ps(h + i, m, _mm512_mul_ps(_mm512_mul_ps(av, s), bv));
-  }
+  HWY_DYNAMIC_DISPATCH(cpu::SwigluFwdF32)(a, b, h, n);
 }
 template <>
 void swiglu_bwd_block<float>(const float* dh, const float* a, const float* b, float* da, float* db,
                              i64 n) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (i64 i = 0; i < n; i += 16) {
-    const __mmask16 m = cpu::tail_mask(n - i);
-    const __m512 av = _mm512_maskz_loadu_ps(m, a + i), bv = _mm512_maskz_loadu_ps(m, b + i);
-    const __m512 g = _mm512_maskz_loadu_ps(m, dh + i);
-    const __m512 s = cpu::sigmoid512(av);
-    // d silu / da = s * (1 + a (1 - s))
-    const __m512 ds = _mm512_mul_ps(s, _mm512_fmadd_ps(av, _mm512_sub_ps(one, s), one));
-    _mm512_mask_storeu_ps(da + i, m, _mm512_mul_ps(_mm512_mul_ps(g, bv), ds));
-    _mm512_mask_storeu_ps(db + i, m, _mm512_mul_ps(_mm512_mul_ps(g, av), s));
-  }
+  HWY_DYNAMIC_DISPATCH(cpu::SwigluBwdF32)(dh, a, b, da, db, n);
 }
-#endif
 }  // namespace
 
 template <class T>
@@ -83,3 +138,4 @@ template void swiglu_bwd<double>(const double*, const double*, const double*, do
                                  i64);
 
 }  // namespace marin::kernels
+#endif  // HWY_ONCE

@@ -1,16 +1,27 @@
 // RMSNorm forward/backward. Rows are independent (parallel over rows); the gain gradient is a
 // column reduction, done in a second pass parallel over column chunks so the summation order
 // (and hence the result) does not depend on the number of threads.
+//
+// The loops are plain C++ that the compiler vectorises; the file is compiled once per Highway
+// target (hwy/foreach_target.h) so the float path runs with the widest vectors of the machine at
+// hand, chosen at start-up. double runs the baseline target's copy, the exact generic path.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
 
-namespace marin::kernels {
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/norm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace marin::kernels::cpu::HWY_NAMESPACE {
+namespace {
 
 template <class T>
-void rmsnorm_fwd(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, double eps) {
+void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, double eps) {
   const bool par = rows * dim >= cpu::kParallelMin;
 #pragma omp parallel for schedule(static) if (par)
   for (i64 r = 0; r < rows; ++r) {
@@ -34,8 +45,8 @@ void rmsnorm_fwd(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, doubl
 // y_i = x_i r g_i, r = (mean x^2 + eps)^(-1/2), dr/dx_i = -r^3 x_i / dim
 // dx_i = r g_i dy_i - x_i r^3 / dim * sum_j dy_j g_j x_j;  dg_i += dy_i x_i r.
 template <class T>
-void rmsnorm_bwd(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T* dg, i64 rows,
-                 i64 dim) {
+void rmsnorm_bwd_t(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T* dg, i64 rows,
+                   i64 dim) {
   const bool par = rows * dim >= cpu::kParallelMin;
 #pragma omp parallel for schedule(static) if (par)
   for (i64 r = 0; r < rows; ++r) {
@@ -76,11 +87,56 @@ void rmsnorm_bwd(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T* d
   }
 }
 
-#define MARIN_INST(T)                                                         \
-  template void rmsnorm_fwd<T>(const T*, const T*, T*, T*, i64, i64, double); \
-  template void rmsnorm_bwd<T>(const T*, const T*, const T*, const T*, T*, T*, i64, i64);
-MARIN_INST(float)
-MARIN_INST(double)
-#undef MARIN_INST
+}  // namespace
+
+void RmsnormFwdF32(const float* x, const float* g, float* y, float* rstd, i64 rows, i64 dim,
+                   double eps) {
+  rmsnorm_fwd_t(x, g, y, rstd, rows, dim, eps);
+}
+void RmsnormFwdF64(const double* x, const double* g, double* y, double* rstd, i64 rows, i64 dim,
+                   double eps) {
+  rmsnorm_fwd_t(x, g, y, rstd, rows, dim, eps);
+}
+void RmsnormBwdF32(const float* dy, const float* x, const float* g, const float* rstd, float* dx,
+                   float* dg, i64 rows, i64 dim) {
+  rmsnorm_bwd_t(dy, x, g, rstd, dx, dg, rows, dim);
+}
+void RmsnormBwdF64(const double* dy, const double* x, const double* g, const double* rstd,
+                   double* dx, double* dg, i64 rows, i64 dim) {
+  rmsnorm_bwd_t(dy, x, g, rstd, dx, dg, rows, dim);
+}
+
+}  // namespace marin::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace marin::kernels {
+
+namespace cpu {
+HWY_EXPORT(RmsnormFwdF32);
+HWY_EXPORT(RmsnormBwdF32);
+}  // namespace cpu
+
+template <>
+void rmsnorm_fwd<float>(const float* x, const float* g, float* y, float* rstd, i64 rows, i64 dim,
+                        double eps) {
+  HWY_DYNAMIC_DISPATCH(cpu::RmsnormFwdF32)(x, g, y, rstd, rows, dim, eps);
+}
+template <>
+void rmsnorm_fwd<double>(const double* x, const double* g, double* y, double* rstd, i64 rows,
+                         i64 dim, double eps) {
+  cpu::HWY_STATIC_DISPATCH(RmsnormFwdF64)(x, g, y, rstd, rows, dim, eps);
+}
+template <>
+void rmsnorm_bwd<float>(const float* dy, const float* x, const float* g, const float* rstd,
+                        float* dx, float* dg, i64 rows, i64 dim) {
+  HWY_DYNAMIC_DISPATCH(cpu::RmsnormBwdF32)(dy, x, g, rstd, dx, dg, rows, dim);
+}
+template <>
+void rmsnorm_bwd<double>(const double* dy, const double* x, const double* g, const double* rstd,
+                         double* dx, double* dg, i64 rows, i64 dim) {
+  cpu::HWY_STATIC_DISPATCH(RmsnormBwdF64)(dy, x, g, rstd, dx, dg, rows, dim);
+}
 
 }  // namespace marin::kernels
+#endif  // HWY_ONCE

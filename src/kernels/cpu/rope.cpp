@@ -1,16 +1,27 @@
 // Half-RoPE on interleaved pairs, in place. Angles come from a per-call table computed in double
 // (position p times theta^(-2i/rope_dim)), so float and double see the same rotation.
+//
+// Plain loops that the compiler vectorises, compiled once per Highway target
+// (hwy/foreach_target.h) so the float path runs with the machine's widest vectors, chosen at
+// start-up; double runs the baseline target's copy, the exact generic path.
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
 
-namespace marin::kernels {
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/rope.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace marin::kernels::cpu::HWY_NAMESPACE {
+namespace {
 
 template <class T>
-void rope(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
-          bool inverse) {
+void rope_t(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
+            bool inverse) {
   const int half = rope_dim / 2;
   if (half <= 0) return;
   // The table only depends on (S, rope_dim, theta): keep the last one per calling thread.
@@ -50,7 +61,37 @@ void rope(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, 
   }
 }
 
-template void rope<float>(float*, int, int, int, int, i64, int, double, bool);
-template void rope<double>(double*, int, int, int, int, i64, int, double, bool);
+}  // namespace
+
+void RopeF32(float* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
+             bool inverse) {
+  rope_t(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+}
+void RopeF64(double* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim,
+             double theta, bool inverse) {
+  rope_t(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+}
+
+}  // namespace marin::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace marin::kernels {
+
+namespace cpu {
+HWY_EXPORT(RopeF32);
+}  // namespace cpu
+
+template <>
+void rope<float>(float* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim,
+                 double theta, bool inverse) {
+  HWY_DYNAMIC_DISPATCH(cpu::RopeF32)(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+}
+template <>
+void rope<double>(double* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim,
+                  double theta, bool inverse) {
+  cpu::HWY_STATIC_DISPATCH(RopeF64)(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+}
 
 }  // namespace marin::kernels
+#endif  // HWY_ONCE

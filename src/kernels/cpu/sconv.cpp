@@ -2,15 +2,26 @@
 // segment (or before the row start) contributes nothing. Rows (b, t) are independent for y and
 // dx; the weight gradient is a reduction over tokens, done parallel over channel chunks so the
 // summation order does not depend on the thread count.
+//
+// Plain loops that the compiler vectorises, compiled once per Highway target
+// (hwy/foreach_target.h) so the float path runs with the machine's widest vectors, chosen at
+// start-up; double runs the baseline target's copy, the exact generic path.
 #include <algorithm>
 
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
 
-namespace marin::kernels {
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/sconv.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace marin::kernels::cpu::HWY_NAMESPACE {
+namespace {
 
 template <class T>
-void sconv_fwd(const T* x, const T* w, const int32_t* seg, T* y, int B, int S, int C, int k) {
+void sconv_fwd_t(const T* x, const T* w, const int32_t* seg, T* y, int B, int S, int C, int k) {
   const i64 rows = i64(B) * S;
 #pragma omp parallel for schedule(static) if (rows * C >= cpu::kParallelMin)
   for (i64 bt = 0; bt < rows; ++bt) {
@@ -32,8 +43,8 @@ void sconv_fwd(const T* x, const T* w, const int32_t* seg, T* y, int B, int S, i
 // dx[t] = sum_j w_j dy[t+j] over taps where token t+j reads token t;
 // dw[j] += sum_t dy[t] x[t-j] over the same taps.
 template <class T>
-void sconv_bwd(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T* dw, int B, int S,
-               int C, int k) {
+void sconv_bwd_t(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T* dw, int B,
+                 int S, int C, int k) {
   const i64 rows = i64(B) * S;
   const bool par = rows * C >= cpu::kParallelMin;
 #pragma omp parallel for schedule(static) if (par)
@@ -73,12 +84,52 @@ void sconv_bwd(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T
   }
 }
 
-#define MARIN_INST(T)                                                                             \
-  template void sconv_fwd<T>(const T*, const T*, const int32_t*, T*, int, int, int, int);         \
-  template void sconv_bwd<T>(const T*, const T*, const T*, const int32_t*, T*, T*, int, int, int, \
-                             int);
-MARIN_INST(float)
-MARIN_INST(double)
-#undef MARIN_INST
+}  // namespace
+
+#define MARIN_SCONV_ENTRY(T, SUF)                                                                  \
+  void SconvFwd##SUF(const T* x, const T* w, const int32_t* seg, T* y, int B, int S, int C,        \
+                     int k) {                                                                      \
+    sconv_fwd_t(x, w, seg, y, B, S, C, k);                                                         \
+  }                                                                                                \
+  void SconvBwd##SUF(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T* dw, int B, \
+                     int S, int C, int k) {                                                        \
+    sconv_bwd_t(dy, x, w, seg, dx, dw, B, S, C, k);                                                \
+  }
+MARIN_SCONV_ENTRY(float, F32)
+MARIN_SCONV_ENTRY(double, F64)
+#undef MARIN_SCONV_ENTRY
+
+}  // namespace marin::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace marin::kernels {
+
+namespace cpu {
+HWY_EXPORT(SconvFwdF32);
+HWY_EXPORT(SconvBwdF32);
+}  // namespace cpu
+
+template <>
+void sconv_fwd<float>(const float* x, const float* w, const int32_t* seg, float* y, int B, int S,
+                      int C, int k) {
+  HWY_DYNAMIC_DISPATCH(cpu::SconvFwdF32)(x, w, seg, y, B, S, C, k);
+}
+template <>
+void sconv_fwd<double>(const double* x, const double* w, const int32_t* seg, double* y, int B,
+                       int S, int C, int k) {
+  cpu::HWY_STATIC_DISPATCH(SconvFwdF64)(x, w, seg, y, B, S, C, k);
+}
+template <>
+void sconv_bwd<float>(const float* dy, const float* x, const float* w, const int32_t* seg,
+                      float* dx, float* dw, int B, int S, int C, int k) {
+  HWY_DYNAMIC_DISPATCH(cpu::SconvBwdF32)(dy, x, w, seg, dx, dw, B, S, C, k);
+}
+template <>
+void sconv_bwd<double>(const double* dy, const double* x, const double* w, const int32_t* seg,
+                       double* dx, double* dw, int B, int S, int C, int k) {
+  cpu::HWY_STATIC_DISPATCH(SconvBwdF64)(dy, x, w, seg, dx, dw, B, S, C, k);
+}
 
 }  // namespace marin::kernels
+#endif  // HWY_ONCE

@@ -1,6 +1,7 @@
-// Softmax cross-entropy with z-loss over rows of logits. Float path: AVX-512 max / exp-sum.
-// A negative label marks an ignored row: ce = 0 and no one-hot term in the gradient (lse and
-// the z-loss term are still produced).
+// Softmax cross-entropy with z-loss over rows of logits. The float row passes (max, exp-sum,
+// scaled softmax) are SIMD, compiled per Highway target and chosen at start-up; double keeps the
+// exact scalar path. A negative label marks an ignored row: ce = 0 and no one-hot term in the
+// gradient (lse and the z-loss term are still produced).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,7 +9,67 @@
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/xent.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace marin::kernels::cpu::HWY_NAMESPACE {
+
+// log-sum-exp of one row.
+float RowLseF32(const float* x, i64 V) {
+  const hn::ScalableTag<float> d;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  auto mv = hn::Set(d, ninf);
+  i64 i = 0;
+  for (; i + kLanes <= V; i += kLanes) mv = hn::Max(mv, hn::LoadU(d, x + i));
+  float m = hn::GetLane(hn::MaxOfLanes(d, mv));
+  for (i64 t = i; t < V; ++t) m = std::max(m, x[t]);
+  const auto mb = hn::Set(d, m);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+  i = 0;
+  for (; i + 2 * kLanes <= V; i += 2 * kLanes) {
+    s0 = hn::Add(s0, ExpF(d, hn::Sub(hn::LoadU(d, x + i), mb)));
+    s1 = hn::Add(s1, ExpF(d, hn::Sub(hn::LoadU(d, x + i + kLanes), mb)));
+  }
+  for (; i + kLanes <= V; i += kLanes) s0 = hn::Add(s0, ExpF(d, hn::Sub(hn::LoadU(d, x + i), mb)));
+  if (i < V) {  // the tail through a padded buffer: -inf contributes exp = 0
+    alignas(64) float buf[kLanes];
+    std::fill(buf, buf + kLanes, ninf);
+    std::copy(x + i, x + V, buf);
+    s0 = hn::Add(s0, ExpF(d, hn::Sub(hn::Load(d, buf), mb)));
+  }
+  return m + std::log(hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1))));
+}
+
+// dl[i] = exp(x[i] - lse) * c; may alias.
+void RowScaledSoftmaxF32(const float* x, float* dl, i64 V, float lse, float c) {
+  const hn::ScalableTag<float> d;
+  const auto lb = hn::Set(d, lse), cb = hn::Set(d, c);
+  i64 i = 0;
+  for (; i + kLanes <= V; i += kLanes)
+    hn::StoreU(hn::Mul(ExpF(d, hn::Sub(hn::LoadU(d, x + i), lb)), cb), d, dl + i);
+  if (i < V) {
+    alignas(64) float buf[kLanes] = {};
+    std::copy(x + i, x + V, buf);
+    hn::Store(hn::Mul(ExpF(d, hn::Sub(hn::Load(d, buf), lb)), cb), d, buf);
+    std::copy(buf, buf + (V - i), dl + i);
+  }
+}
+
+}  // namespace marin::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace marin::kernels {
+
+namespace cpu {
+HWY_EXPORT(RowLseF32);
+HWY_EXPORT(RowScaledSoftmaxF32);
+}  // namespace cpu
 
 namespace {
 
@@ -27,39 +88,15 @@ void row_scaled_softmax(const T* x, T* dl, i64 V, T lse, T c) {
   for (i64 i = 0; i < V; ++i) dl[i] = std::exp(x[i] - lse) * c;
 }
 
-#ifdef __AVX512F__
 template <>
 float row_lse<float>(const float* x, i64 V) {
-  __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (i64 i = 0; i < V; i += 16)
-    mv = _mm512_mask_max_ps(mv, cpu::tail_mask(V - i), mv,
-                            _mm512_maskz_loadu_ps(cpu::tail_mask(V - i), x + i));
-  const float m = _mm512_reduce_max_ps(mv);
-  const __m512 mb = _mm512_set1_ps(m);
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-  i64 i = 0;
-  for (; i + 32 <= V; i += 32) {
-    s0 = _mm512_add_ps(s0, cpu::exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), mb)));
-    s1 = _mm512_add_ps(s1, cpu::exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mb)));
-  }
-  for (; i < V; i += 16) {
-    const __mmask16 k = cpu::tail_mask(V - i);
-    s0 = _mm512_mask_add_ps(s0, k, s0,
-                            cpu::exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mb)));
-  }
-  return m + std::log(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+  return HWY_DYNAMIC_DISPATCH(cpu::RowLseF32)(x, V);
 }
 
 template <>
 void row_scaled_softmax<float>(const float* x, float* dl, i64 V, float lse, float c) {
-  const __m512 lb = _mm512_set1_ps(lse), cb = _mm512_set1_ps(c);
-  for (i64 i = 0; i < V; i += 16) {
-    const __mmask16 k = cpu::tail_mask(V - i);
-    const __m512 p = cpu::exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), lb));
-    _mm512_mask_storeu_ps(dl + i, k, _mm512_mul_ps(p, cb));
-  }
+  HWY_DYNAMIC_DISPATCH(cpu::RowScaledSoftmaxF32)(x, dl, V, lse, c);
 }
-#endif
 
 }  // namespace
 
@@ -96,3 +133,4 @@ MARIN_INST(double)
 #undef MARIN_INST
 
 }  // namespace marin::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,123 @@
+// Runtime dispatch of the SIMD kernels: the best target this CPU supports is chosen by default,
+// every target the CPU supports is listed and can be forced (the kernel tests run each one
+// against the double path through isa_loop.hpp), and the measured peak runs on the chosen one.
+// Also the threading defaults of the binary: passive OpenMP waiting unless the user chose, and
+// --threads on every heavy command.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_util.hpp"
+#include "core/error.hpp"
+#include "kernels/kernels.hpp"
+
+namespace mk = marin::kernels;
+
+namespace {
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+TEST(Dispatch, DefaultIsTheBestSupportedTarget) {
+  const auto targets = mk::isa_targets();
+  ASSERT_FALSE(targets.empty());
+  EXPECT_EQ(mk::isa_name(), targets.front());
+  // The portable baseline is always there, last.
+  EXPECT_EQ(targets.back(), "scalar");
+}
+
+TEST(Dispatch, TargetsFollowTheCpu) {
+  __builtin_cpu_init();
+  const auto targets = mk::isa_targets();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  EXPECT_EQ(has(targets, "avx2"), avx2);
+  EXPECT_EQ(has(targets, "avx512"), avx512);
+  const std::string want = avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
+  EXPECT_EQ(mk::isa_name(), want);
+}
+
+TEST(Dispatch, ForcingSwitchesAndRestores) {
+  const std::string best = mk::isa_name();
+  for (const std::string& isa : mk::isa_targets()) {
+    mk::force_isa(isa);
+    EXPECT_EQ(mk::isa_name(), isa);
+  }
+  mk::force_isa("");
+  EXPECT_EQ(mk::isa_name(), best);
+  EXPECT_THROW(mk::force_isa("no-such-isa"), marin::Error);
+  EXPECT_EQ(mk::isa_name(), best);
+}
+
+TEST(Dispatch, PeakLoopRunsOnTheDispatchedWidth) {
+  for (const std::string& isa : mk::isa_targets()) {
+    mk::force_isa(isa);
+    const mk::PeakResult p = mk::measure_fma_peak(1, 0.01);
+    const int want = isa == "avx512" ? 16 : isa == "avx2" ? 8 : isa == "scalar" ? 1 : 4;
+    EXPECT_EQ(p.lanes, want) << isa;
+    EXPECT_EQ(p.threads, 1);
+    EXPECT_GT(p.gflops, 0) << isa;
+  }
+  mk::force_isa("");
+}
+
+TEST(Dispatch, Bf16PeakOnlyWhereTheCpuHasIt) {
+  const mk::PeakResult p = mk::measure_bf16_peak(1, 0.01);
+  EXPECT_EQ(p.gflops > 0, mk::cpu_has_avx512_bf16());
+}
+
+// libgomp prints the settings it started with under OMP_DISPLAY_ENV; the binary must have chosen
+// passive waiting before libgomp read the environment, and must keep a user's own choice.
+TEST(Threads, PassiveWaitIsTheBinarysDefault) {
+  using marin::testing::run_shell;
+  const std::string bin = MARIN_BIN;
+  const auto def = run_shell("env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=TRUE " + bin + " --version");
+  EXPECT_EQ(def.code, 0) << def.out;
+  EXPECT_NE(def.out.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << def.out;
+  const auto user = run_shell("OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=TRUE " + bin + " --version");
+  EXPECT_NE(user.out.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << user.out;
+}
+
+TEST(Threads, EveryHeavyCommandTakesThreads) {
+  for (const char* cmd : {"train", "eval", "score", "sample", "bench", "ladder", "forecast",
+                          "decontaminate", "tokenize"}) {
+    const auto r = marin::testing::run(std::string(cmd) + " --help");
+    EXPECT_NE(r.out.find("--threads"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const auto bad = marin::testing::run("score --threads 0");
+  EXPECT_NE(bad.code, 0) << bad.out;
+  const auto b =
+      marin::testing::run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --threads 1 --json");
+  ASSERT_EQ(b.code, 0) << b.out;
+  const auto j = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  EXPECT_EQ(j["threads"].get<int>(), 1);
+  EXPECT_EQ(j["isa"].get<std::string>(), mk::isa_name());
+  // Neither --threads nor OMP_NUM_THREADS: the idle cores by the load average, at least one.
+  const auto d =
+      marin::testing::run_shell("env -u OMP_NUM_THREADS " + std::string(MARIN_BIN) +
+                                " bench --preset tiny --batch 2 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(d.code, 0) << d.out;
+  const int t = nlohmann::json::parse(d.out.substr(d.out.find('{')))["threads"].get<int>();
+  EXPECT_GE(t, 1);
+  EXPECT_LE(t, int(std::thread::hardware_concurrency()));
+}
+
+// MARIN_ISA pins the kernels' target for a run (to compare targets on one machine).
+TEST(Dispatch, MarinIsaPinsTheTargetOfARun) {
+  const auto r = marin::testing::run_shell(
+      "MARIN_ISA=scalar " + std::string(MARIN_BIN) +
+      " bench --preset tiny --batch 2 --iters 1 --warmup 0 --threads 1 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["isa"].get<std::string>(), "scalar");
+  EXPECT_EQ(j["fp32_lanes"].get<int>(), 1);
+  const auto bad = marin::testing::run_shell("MARIN_ISA=bogus " + std::string(MARIN_BIN) +
+                                             " plan --preset tiny");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("'bogus' is not a target"), std::string::npos) << bad.out;
+}
