@@ -48,6 +48,14 @@ inline RunResult run_shell(const std::string& command) {
 }
 
 // `marin ARGS`, as a user types it.
+// The command that runs `marin` under real mpirun with np ranks, one OpenMP thread each (arguments
+// follow).
+inline std::string mpirun_command(int np) {
+  return std::string(MARIN_MPIEXEC) +
+         " --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np " +
+         std::to_string(np) + " " + MARIN_BIN;
+}
+
 inline RunResult run(const std::string& args) {
   return run_shell(std::string(MARIN_BIN) + " " + args);
 }

@@ -28,15 +28,11 @@ using nlohmann::json;
 
 namespace {
 
-std::string mpirun_prefix(int np) {
-  return fmt::format(
-      "{} --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np {} {}",
-      MARIN_MPIEXEC, np, MARIN_BIN);
-}
+using marin::testing::mpirun_command;
 
 // `marin ARGS` under mpirun with np ranks (np = 0: the plain binary, no MPI launcher).
 RunResult mpirun(int np, const std::string& args) {
-  return marin::testing::run_shell((np == 0 ? std::string(MARIN_BIN) : mpirun_prefix(np)) + " " +
+  return marin::testing::run_shell((np == 0 ? std::string(MARIN_BIN) : mpirun_command(np)) + " " +
                                    args);
 }
 
@@ -234,7 +230,7 @@ TEST(DataParallel, CheckpointsDoNotKnowTheRankCount) {
 size_t kill_rank_1_midway(const std::string& args, const std::string& run_dir,
                           const std::string& log) {
   const std::string cmd =
-      mpirun_prefix(2) + " " + args + " --out " + run_dir + " > " + log + " 2>&1";
+      mpirun_command(2) + " " + args + " --out " + run_dir + " > " + log + " 2>&1";
   pid_t job = fork();
   if (job == 0) {
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);

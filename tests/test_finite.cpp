@@ -29,9 +29,7 @@ namespace {
 const std::string kBase = " --preset tiny --batch 4 --steps 12 --seed 3";
 
 std::string mpirun(int np, const std::string& args) {
-  return std::string(MARIN_MPIEXEC) +
-         " --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np " +
-         std::to_string(np) + " " + MARIN_BIN + " " + args;
+  return marin::testing::mpirun_command(np) + " " + args;
 }
 
 // Every tensor of every checkpoint of a run (model and optimizer state) is finite.
