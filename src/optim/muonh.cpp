@@ -29,6 +29,19 @@ double norm2(const T* x, i64 n) {
   return std::sqrt(ss);
 }
 
+// The hyperball step on n elements whose norm is `norm(x)`: R = ‖P‖, P' = P − η·R·O/‖O‖,
+// P ← R·P'/‖P'‖ (norms floored). One copy for a single radius per matrix and per stack.
+template <class T, class Norm>
+void hyperball_move(T* P, const T* O, i64 n, double lr, Norm norm) {
+  const double R = std::max(norm(P), kHyperballNormFloor);
+  const double on = std::max(norm(O), kHyperballNormFloor);
+  const T step = static_cast<T>(lr * R / on);
+  for (i64 i = 0; i < n; ++i) P[i] -= step * O[i];
+  const double pn = std::max(norm(P), kHyperballNormFloor);
+  const T rescale = static_cast<T>(R / pn);
+  for (i64 i = 0; i < n; ++i) P[i] *= rescale;
+}
+
 // The hyperball step with one radius over a stack of matrices (see muonh.hpp, StackSum).
 template <class T>
 void stack_hyperball_step(T* P, const T* O, i64 mats, i64 mat_size, double lr,
@@ -47,31 +60,16 @@ void stack_hyperball_step(T* P, const T* O, i64 mats, i64 mat_size, double lr,
     }
     return std::sqrt(total);
   };
-  const i64 n = mats * mat_size;
-  const double R = std::max(stack_norm(P), kHyperballNormFloor);
-  const double on = std::max(stack_norm(O), kHyperballNormFloor);
-  const T step = static_cast<T>(lr * R / on);
-  for (i64 i = 0; i < n; ++i) P[i] -= step * O[i];
-  const double pn = std::max(stack_norm(P), kHyperballNormFloor);
-  const T rescale = static_cast<T>(R / pn);
-  for (i64 i = 0; i < n; ++i) P[i] *= rescale;
+  hyperball_move(P, O, mats * mat_size, lr, stack_norm);
 }
 
 }  // namespace
 
 template <class T>
 void hyperball_step(T* P, const T* O, i64 groups, i64 group_size, double lr) {
-  for (i64 g = 0; g < groups; ++g) {
-    T* p = P + g * group_size;
-    const T* o = O + g * group_size;
-    const double R = std::max(norm2(p, group_size), kHyperballNormFloor);
-    const double on = std::max(norm2(o, group_size), kHyperballNormFloor);
-    const T step = static_cast<T>(lr * R / on);
-    for (i64 i = 0; i < group_size; ++i) p[i] -= step * o[i];
-    const double pn = std::max(norm2(p, group_size), kHyperballNormFloor);
-    const T rescale = static_cast<T>(R / pn);
-    for (i64 i = 0; i < group_size; ++i) p[i] *= rescale;
-  }
+  auto norm = [&](const T* x) { return norm2(x, group_size); };
+  for (i64 g = 0; g < groups; ++g)
+    hyperball_move(P + g * group_size, O + g * group_size, group_size, lr, norm);
 }
 
 i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols) {
