@@ -84,6 +84,7 @@ Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
     r.where = w;
     r.rank = w.group ? w.group->rank() : 0;
     r.shards = split_by_cost(table, cfg, w.range, w.group ? w.group->size() : 1);
+    for (auto& sh : r.shards) r.counts.push_back(sh.size()), r.displs.push_back(sh.begin);
     r.state_at = state;
     state += r.own().size();
     regions_.push_back(std::move(r));
@@ -169,10 +170,8 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
   const Timer timer;
   for (const Region& r : regions_) {
     if (!r.where.group) continue;
-    std::vector<int64_t> counts, displs;
-    for (auto& s : r.shards) counts.push_back(s.size()), displs.push_back(s.begin);
-    r.where.group->allgatherv(params + r.own().begin, r.own().size(), params, counts.data(),
-                              displs.data());
+    r.where.group->allgatherv(params + r.own().begin, r.own().size(), params, r.counts.data(),
+                              r.displs.data());
   }
   gather_seconds_ = timer.seconds();
 }
@@ -191,12 +190,10 @@ void Optimizer::gather_state(Buffer<float>& m, Buffer<float>& v) const {
       std::copy(mine_v, mine_v + r.own().size(), v.data() + r.own().begin);
       continue;
     }
-    std::vector<int64_t> counts, displs;
-    for (auto& s : r.shards) counts.push_back(s.size()), displs.push_back(s.begin);
     float* to_m = r.rank == 0 ? m.data() : nullptr;
     float* to_v = r.rank == 0 ? v.data() : nullptr;
-    r.where.group->gatherv(mine_m, r.own().size(), to_m, counts.data(), displs.data());
-    r.where.group->gatherv(mine_v, r.own().size(), to_v, counts.data(), displs.data());
+    r.where.group->gatherv(mine_m, r.own().size(), to_m, r.counts.data(), r.displs.data());
+    r.where.group->gatherv(mine_v, r.own().size(), to_v, r.counts.data(), r.displs.data());
   }
 }
 

@@ -75,9 +75,10 @@ class Optimizer {
   // Per region: the consecutive ranges of it that the ranks of its group update.
   struct Region {
     ParamRegion where;
-    std::vector<dist::Range> shards;  // per rank of the group
-    int rank = 0;                     // this rank in the group
-    int64_t state_at = 0;             // where this rank's shard starts in its m/v buffers
+    std::vector<dist::Range> shards;      // per rank of the group
+    std::vector<int64_t> counts, displs;  // the shards as a gather's counts and displacements
+    int rank = 0;                         // this rank in the group
+    int64_t state_at = 0;                 // where this rank's shard starts in its m/v buffers
     dist::Range own() const { return shards[size_t(rank)]; }
   };
   const std::vector<Region>& regions() const { return regions_; }
