@@ -94,6 +94,9 @@ AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, di
   send_counts_.resize(P * size_t(E_loc_));
   recv_counts_.resize(P * size_t(E_loc_));
   sc_.resize(P), sd_.resize(P), rc_.resize(P), rd_.resize(P);
+  // The counts exchange: E_loc per peer, the same every forward.
+  count_n_.assign(P, E_loc_);
+  for (size_t q = 0; q < P; ++q) count_at_.push_back(int64_t(q) * E_loc_);
   blocks_.resize(P * size_t(E_loc_) + 1);
   const i64 received = max_received(c, max_rows, ep.size());
   xr_.resize(received * l_);
@@ -124,9 +127,8 @@ ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i
   for (i64 e = 0; e < P * E_loc_; ++e) send_counts_[size_t(e)] = off[e + 1] - off[e];
   // 2. Counts: each owner learns how many rows of each of its experts every sender has.
   const Timer t;
-  std::vector<int64_t> n(static_cast<size_t>(P), E_loc_), at(static_cast<size_t>(P));
-  for (int q = 0; q < P; ++q) at[size_t(q)] = q * E_loc_;
-  ep_.alltoallv(send_counts_.data(), n.data(), at.data(), recv_counts_.data(), n.data(), at.data());
+  ep_.alltoallv(send_counts_.data(), count_n_.data(), count_at_.data(), recv_counts_.data(),
+                count_n_.data(), count_at_.data());
   traffic_.seconds += t.seconds();
   traffic_.bytes += (P - 1) * E_loc_ * int64_t(sizeof(int64_t));
   // 3. Rows: block (source s, local expert e) arrives at blocks_[s·E_loc + e], source-major.

@@ -111,6 +111,7 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
   ExpertRows<T> sent_;        // the local dispatch: rows in the order of their (global) expert
   std::vector<int64_t> send_counts_, recv_counts_;  // [P·E_loc]: rows per (peer, local expert)
   std::vector<int64_t> sc_, sd_, rc_, rd_;          // per peer, in elements
+  std::vector<int64_t> count_n_, count_at_;         // per peer: the counts exchange's layout
   std::vector<int64_t> blocks_;                     // [P·E_loc + 1] received block offsets
   Buffer<T> xr_, yr_, back_;  // received inputs, their outputs; rows returned to the sender
   DispatchTraffic traffic_;
