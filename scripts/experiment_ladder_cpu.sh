@@ -11,10 +11,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-
 mkdir -p runs/full
 if [ ! -f runs/full/tokenizer.json ]; then
   /usr/bin/python3 scripts/sample_corpus.py corpus 2000000 > runs/full/tok_sample.jsonl
-  $B tokenizer train --vocab 8192 --in runs/full/tok_sample.jsonl --out runs/full/tokenizer.json
+  $B tokenizer train --vocab-size 8192 --in runs/full/tok_sample.jsonl --out runs/full/tokenizer.json
 fi
 [ -f runs/full/tokens/manifest.json ] ||
-  $B tokenize --vocab runs/full/tokenizer.json --corpus corpus --out runs/full/tokens
+  $B tokenize --tokenizer runs/full/tokenizer.json --corpus corpus --out runs/full/tokens
 # The rungs, then their macro-loss curves from the kept checkpoints (resumable).
 $B ladder --config configs/ladder_cpu.toml --out runs/ladder-cpu
 # The pre-registration: written once, before the target starts (forecast refuses to overwrite).

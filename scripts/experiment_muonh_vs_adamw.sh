@@ -11,8 +11,8 @@ STEPS=${1:-150}
 BATCH=${2:-4}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p "$D"
-[ -f "$D/tokenizer.json" ] || $B tokenizer train --vocab 8192 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
-[ -f "$D/tokens/manifest.json" ] || $B tokenize --vocab "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
+[ -f "$D/tokenizer.json" ] || $B tokenizer train --vocab-size 8192 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
+[ -f "$D/tokens/manifest.json" ] || $B tokenize --tokenizer "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
 common=(--preset cpu-small --data configs/fixture_mixture.toml --token-dir "$D/tokens"
         --tokenizer "$D/tokenizer.json" --batch "$BATCH" --steps "$STEPS" --seed 1
         --eval-every $((STEPS / 10)) --eval-batches 8)

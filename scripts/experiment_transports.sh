@@ -21,8 +21,8 @@ HALF=$((STEPS / 2))
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p "$D"
 M=${MARIN:-build/bin/marin}  # the data preparation runs in one process
-[ -f "$D/tokenizer.json" ] || $M tokenizer train --vocab 512 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
-[ -f "$D/tokens/manifest.json" ] || $M tokenize --vocab "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
+[ -f "$D/tokenizer.json" ] || $M tokenizer train --vocab-size 512 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
+[ -f "$D/tokens/manifest.json" ] || $M tokenize --tokenizer "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
 common=(--preset "${PRESET:-tiny}" --data configs/fixture_mixture.toml --token-dir "$D/tokens"
         --tokenizer "$D/tokenizer.json" --batch "$BATCH" --steps "$STEPS" --seed 1
         --eval-every $((STEPS / 10)) --eval-batches 8 --ep "$EP")

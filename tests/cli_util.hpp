@@ -118,10 +118,10 @@ struct TempDir {
 // command's output, or "" on success.
 inline std::string tokenize_fixture(const TempDir& dir, int vocab = 512) {
   const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
-  RunResult r = run("tokenizer train --vocab " + std::to_string(vocab) + " --in " + fixture +
+  RunResult r = run("tokenizer train --vocab-size " + std::to_string(vocab) + " --in " + fixture +
                     "/bible_kjv/train-00000.jsonl --out " + dir.str("tok.json"));
   if (r.code != 0) return r.out;
-  r = run("tokenize --vocab " + dir.str("tok.json") + " --corpus " + fixture + " --out " +
+  r = run("tokenize --tokenizer " + dir.str("tok.json") + " --corpus " + fixture + " --out " +
           dir.str("tokens"));
   return r.code == 0 ? "" : r.out;
 }

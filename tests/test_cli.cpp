@@ -212,17 +212,17 @@ TEST(Cli, ResumeAppliesTheOptionsItMayChangeAndRefusesTheOthersByName) {
   TempDir tmp("cli-resume-options");
   write_rows(tmp.str("rows.bin"), 16);
   const std::string run_dir = tmp.str("run");
-  auto r = run("train --preset tiny --batch 4 --steps 4 --tokens " + tmp.str("rows.bin") +
-               " --out " + run_dir);
+  auto r = run("train --preset tiny --batch 4 --steps 4 --rows " + tmp.str("rows.bin") + " --out " +
+               run_dir);
   ASSERT_EQ(r.code, 0) << r.out;
   // Not the run's own options: refused, every one named, nothing run.
   r = run("train --resume " + run_dir + " --seed 3 --batch 2 --steps 6");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--batch, --seed cannot change on --resume"), std::string::npos) << r.out;
   EXPECT_EQ(metrics(run_dir).size(), 4u);
-  r = run("train --resume " + run_dir + " --tokens " + tmp.str("rows.bin"));
+  r = run("train --resume " + run_dir + " --rows " + tmp.str("rows.bin"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--tokens cannot change on --resume"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--rows cannot change on --resume"), std::string::npos) << r.out;
   // What it may change is applied, not dropped: a longer schedule and a checkpoint cadence.
   r = run("train --resume " + run_dir + " --steps 6 --ckpt-every 1 --eval-batches 2");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -240,7 +240,7 @@ TEST(Cli, AShortDataSourceIsNamedWithThePassesItImplies) {
   TempDir tmp("cli-short-data");
   write_rows(tmp.str("rows.bin"), 8);
   const std::string args =
-      "train --preset tiny --batch 4 --steps 6 --tokens " + tmp.str("rows.bin") + " --out ";
+      "train --preset tiny --batch 4 --steps 6 --rows " + tmp.str("rows.bin") + " --out ";
   auto r = run(args + tmp.str("warned"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("warning: " + tmp.str("rows.bin") +
@@ -251,7 +251,7 @@ TEST(Cli, AShortDataSourceIsNamedWithThePassesItImplies) {
   r = run(args + tmp.str("refused") + " --strict-data");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("3.0 passes over its 8 rows (--strict-data)"), std::string::npos) << r.out;
-  r = run("train --preset tiny --batch 4 --steps 2 --tokens " + tmp.str("rows.bin") + " --out " +
+  r = run("train --preset tiny --batch 4 --steps 2 --rows " + tmp.str("rows.bin") + " --out " +
           tmp.str("enough"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;

@@ -103,7 +103,7 @@ void rewind(const std::string& run_dir, int64_t step) {
 TEST(DataParallel, RowsEqualOneProcessAt2And4Ranks) {
   TempDir tmp("dp-rows");
   write_rows(tmp.str("rows.bin"), 64);
-  const std::string args = "train " + kTiny + " --tokens " + tmp.str("rows.bin");
+  const std::string args = "train " + kTiny + " --rows " + tmp.str("rows.bin");
   auto r = mpirun(0, args + " --out " + tmp.str("np0"));
   ASSERT_EQ(r.code, 0) << r.out;
   for (int np : {1, 2, 4}) {
@@ -124,7 +124,7 @@ TEST(DataParallel, CapacityTransportDropsWhatOneProcessDrops) {
   TempDir tmp("dp-capacity");
   write_rows(tmp.str("rows.bin"), 64);
   const std::string args = "train " + kTiny + " --transport capacity --set capacity_factor=1.0" +
-                           " --tokens " + tmp.str("rows.bin");
+                           " --rows " + tmp.str("rows.bin");
   ASSERT_EQ(mpirun(0, args + " --out " + tmp.str("one")).code, 0);
   auto r = mpirun(4, args + " --out " + tmp.str("four"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -139,7 +139,7 @@ TEST(DataParallel, CapacityTransportDropsWhatOneProcessDrops) {
 TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
   TempDir tmp("dp-micro");
   write_rows(tmp.str("rows.bin"), 64);
-  const std::string args = "train " + kTiny + " --tokens " + tmp.str("rows.bin");
+  const std::string args = "train " + kTiny + " --rows " + tmp.str("rows.bin");
   ASSERT_EQ(mpirun(0, args + " --out " + tmp.str("default")).code, 0);
   EXPECT_EQ(json::parse(marin::read_file(tmp.str("default/run.json")))["options"]["micro_batch"],
             2);  // batch 8: four micro-batches of 2 rows
@@ -154,7 +154,7 @@ TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
   // Within the tolerance of the 2-row run over a few steps: over more, a last-bit difference can
   // tip a near-tied routing decision (measured: seed 5 flips one at step 11 after the kernels
   // changed, seeds 6-8 do not), and from there the runs are different runs.
-  const std::string short_args = "train --preset tiny --batch 8 --steps 4 --seed 5 --tokens " +
+  const std::string short_args = "train --preset tiny --batch 8 --steps 4 --seed 5 --rows " +
                                  tmp.str("rows.bin") + " --out ";
   ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m2")).code, 0);
   ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m1") + " --micro-batch 1").code, 0);
@@ -189,7 +189,7 @@ TEST(DataParallel, CheckpointsDoNotKnowTheRankCount) {
   TempDir tmp("dp-resume");
   write_rows(tmp.str("rows.bin"), 64);
   const std::string args =
-      "train " + kTiny + " --keep-every 6 --tokens " + tmp.str("rows.bin") + " --out ";
+      "train " + kTiny + " --keep-every 6 --rows " + tmp.str("rows.bin") + " --out ";
   ASSERT_EQ(mpirun(0, args + tmp.str("one")).code, 0);
   auto r = mpirun(2, args + tmp.str("two"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -273,7 +273,7 @@ TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
   TempDir tmp("dp-kill");
   write_rows(tmp.str("rows.bin"), 64);
   const std::string args =
-      "train --preset tiny --batch 8 --steps 100 --seed 5 --ckpt-every 5 --tokens " +
+      "train --preset tiny --batch 8 --steps 100 --seed 5 --ckpt-every 5 --rows " +
       tmp.str("rows.bin");
   auto r = mpirun(2, args + " --out " + tmp.str("straight"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -293,14 +293,14 @@ TEST(DataParallel, AnErrorEndsEveryRankWithItsMessage) {
   TempDir tmp("dp-error");
   write_rows(tmp.str("rows.bin"), 64);
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = mpirun(4, "train --preset tiny --batch 6 --steps 2 --tokens " + tmp.str("rows.bin") +
+  auto r = mpirun(4, "train --preset tiny --batch 6 --steps 2 --rows " + tmp.str("rows.bin") +
                          " --out " + tmp.str("run"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--batch 6 cannot be split over 4 ranks: it is 2 micro-batches"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("on rank 0 of 4"), std::string::npos) << r.out;
-  r = mpirun(2, "train --preset tiny --batch 4 --steps 2 --tokens " + tmp.str("missing.bin") +
+  r = mpirun(2, "train --preset tiny --batch 4 --steps 2 --rows " + tmp.str("missing.bin") +
                     " --out " + tmp.str("run2"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("missing.bin"), std::string::npos) << r.out;
@@ -317,7 +317,7 @@ TEST(DataParallel, EvalAndScoreSplitOverRanksGiveTheSameReport) {
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string ckpt = tmp.str("run/checkpoints/step-00000006");
   const std::string eval =
-      "eval --checkpoint " + ckpt + " --tokens " + tmp.str("tokens") + " --corpus " +
+      "eval --checkpoint " + ckpt + " --token-dir " + tmp.str("tokens") + " --corpus " +
       std::string(MARIN_SOURCE_DIR) + "/data/fixture" + " --mixture " + mix + " --train-corpus " +
       std::string(MARIN_SOURCE_DIR) + "/data/fixture --max-tokens 3000" + " --quiet --json ";
   r = mpirun(0, eval + tmp.str("one.json"));
@@ -358,7 +358,7 @@ TEST(DataParallel, EvalAndScoreSplitOverRanksGiveTheSameReport) {
 // tmp/pooled, then a copy rewound to step 20 resumed with dropless into tmp/switched, against a
 // one-process fork from the same checkpoint (tmp/forked): the same bits.
 void expect_pooled_then_dropless_equals_a_fork(const TempDir& tmp, const std::string& args) {
-  auto r = mpirun(2, args + " --steps 40 --keep-every 20 --set capacity_factor=1.0 --tokens " +
+  auto r = mpirun(2, args + " --steps 40 --keep-every 20 --set capacity_factor=1.0 --rows " +
                          tmp.str("rows.bin") + " --transport pooled --waves 3 --out " +
                          tmp.str("pooled"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -399,8 +399,8 @@ TEST(DataParallel, LadderRungsAndAForecastTargetOnTwoRanks) {
   write_rows(tmp.str("train.bin"), 256, 64, 512, 7);
   write_rows(tmp.str("valid.bin"), 16, 64, 512, 99);
   const std::string args = "ladder --config " + std::string(MARIN_SOURCE_DIR) +
-                           "/configs/ladder_tiny.toml --tokens " + tmp.str("train.bin") +
-                           " --valid-tokens " + tmp.str("valid.bin") + " --out ";
+                           "/configs/ladder_tiny.toml --rows " + tmp.str("train.bin") +
+                           " --valid-rows " + tmp.str("valid.bin") + " --out ";
   auto r = mpirun(0, args + tmp.str("one"));
   ASSERT_EQ(r.code, 0) << r.out;
   r = mpirun(2, args + tmp.str("two"));
@@ -425,8 +425,8 @@ TEST(DataParallel, LadderRungsAndAForecastTargetOnTwoRanks) {
   r = mpirun(0, "forecast --ladder " + tmp.str("one") +
                     " --preset tiny --target-steps 40 --target-batch 4 --l-inf 0 --out " + fc);
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::string target = "train --preset tiny --batch 4 --steps 40 --tokens " +
-                             tmp.str("train.bin") + " --valid-tokens " + tmp.str("valid.bin") +
+  const std::string target = "train --preset tiny --batch 4 --steps 40 --rows " +
+                             tmp.str("train.bin") + " --valid-rows " + tmp.str("valid.bin") +
                              " --forecast " + fc + " --out ";
   r = mpirun(0, target + tmp.str("target1"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -469,7 +469,7 @@ TEST(ExpertParallel, Ep2Ep4AndDp2TimesEp2EqualOneProcess) {
   write_rows(tmp.str("rows.bin"), 64);
   for (const std::string transport : {"dropless", "capacity"}) {
     const std::string args = "train " + kTinyMoE + " --steps 12 --transport " + transport +
-                             " --set capacity_factor=1.0 --tokens " + tmp.str("rows.bin");
+                             " --set capacity_factor=1.0 --rows " + tmp.str("rows.bin");
     const std::string one = tmp.str(transport + "-one");
     auto r = mpirun(0, args + " --out " + one);
     ASSERT_EQ(r.code, 0) << r.out;
@@ -496,7 +496,7 @@ TEST(ExpertParallel, ResumeChangesTheExpertSplitAndTheRankCount) {
   TempDir tmp("ep-resume");
   write_rows(tmp.str("rows.bin"), 64);
   const std::string args =
-      "train " + kTinyMoE + " --steps 12 --keep-every 6 --tokens " + tmp.str("rows.bin");
+      "train " + kTinyMoE + " --steps 12 --keep-every 6 --rows " + tmp.str("rows.bin");
   ASSERT_EQ(mpirun(0, args + " --out " + tmp.str("one")).code, 0);
   auto r = mpirun(4, args + " --ep 2 --out " + tmp.str("dp2ep2"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -544,7 +544,7 @@ TEST(ExpertParallel, KilledRankMidAllToAllEndsTheJobAndResumeLosesNothing) {
   TempDir tmp("ep-kill");
   write_rows(tmp.str("rows.bin"), 64);
   const std::string args =
-      "train " + kTinyMoE + " --steps 40 --ckpt-every 5 --ep 2 --tokens " + tmp.str("rows.bin");
+      "train " + kTinyMoE + " --steps 40 --ckpt-every 5 --ep 2 --rows " + tmp.str("rows.bin");
   auto r = mpirun(2, args + " --out " + tmp.str("straight"));
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string run_dir = tmp.str("killed");
@@ -557,7 +557,7 @@ TEST(ExpertParallel, KilledRankMidAllToAllEndsTheJobAndResumeLosesNothing) {
 TEST(ExpertParallel, ImpossibleSplitsAreRefusedWithTheReason) {
   TempDir tmp("ep-errors");
   write_rows(tmp.str("rows.bin"), 16);
-  const std::string args = "train --preset tiny --batch 8 --steps 2 --tokens " +
+  const std::string args = "train --preset tiny --batch 8 --steps 2 --rows " +
                            tmp.str("rows.bin") + " --out " + tmp.str("run");
   auto r = mpirun(2, args + " --ep 4");
   EXPECT_NE(r.code, 0);

@@ -461,7 +461,7 @@ TEST(Audit, CliReportsPlantedDocuments) {
   Fixture& f = fx();
   TempDir t("eval-cli");
   const auto r = run(fmt::format(
-      "eval --checkpoint {} --tokens {} --corpus {} --train-domains alpha,beta --stride 32 "
+      "eval --checkpoint {} --token-dir {} --corpus {} --train-domains alpha,beta --stride 32 "
       "--batch 4 --quiet --json {}",
       f.ckpt, f.tokens, f.corpus, t.str("r.json")));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -476,13 +476,13 @@ TEST(Audit, CliReportsPlantedDocuments) {
   EXPECT_TRUE(j["tokenizer_checked"].get<bool>());
   // Without training data: no audit, a note says so.
   const auto r2 =
-      run(fmt::format("eval --checkpoint {} --tokens {} --domains beta --quiet", f.ckpt, f.tokens));
+      run(fmt::format("eval --checkpoint {} --token-dir {} --domains beta --quiet", f.ckpt, f.tokens));
   ASSERT_EQ(r2.code, 0) << r2.out;
   EXPECT_NE(r2.out.find("contamination audit: off"), std::string::npos) << r2.out;
   // The training data from a mixture file.
   write_file_atomic(t.str("mix.toml"), "weights = { alpha = 1, beta = 0 }\n");
   const auto r3 =
-      run(fmt::format("eval --checkpoint {} --tokens {} --corpus {} --mixture {} --quiet --json {}",
+      run(fmt::format("eval --checkpoint {} --token-dir {} --corpus {} --mixture {} --quiet --json {}",
                       f.ckpt, f.tokens, f.corpus, t.str("mix.toml"), t.str("r3.json")));
   ASSERT_EQ(r3.code, 0) << r3.out;
   const json j3 = json::parse(read_file(t.str("r3.json")));
@@ -511,7 +511,7 @@ TEST(BadInput, TokenizerMismatch) {
   fs::copy(f.ckpt, t.str("ck"));
   Tokenizer::train({"some other text entirely", "to make a different vocabulary"}, 300)
       .save_json(t.str("ck/tokenizer.json"));
-  const auto r = run(fmt::format("eval --checkpoint {} --tokens {}", t.str("ck"), f.tokens));
+  const auto r = run(fmt::format("eval --checkpoint {} --token-dir {}", t.str("ck"), f.tokens));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("tokenizer mismatch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(fmt::format("{:016x}", f.tok_hash)), std::string::npos) << r.out;
@@ -557,10 +557,10 @@ TEST(BadInput, EmptyDomain) {
   }
   // The CLI.
   const auto r2 =
-      run(fmt::format("eval --checkpoint {} --tokens {} --quiet", f.ckpt, t.str("tok")));
+      run(fmt::format("eval --checkpoint {} --token-dir {} --quiet", f.ckpt, t.str("tok")));
   EXPECT_EQ(r2.code, 1) << r2.out;
   const auto r3 =
-      run(fmt::format("eval --checkpoint {} --tokens {} --skip-empty", f.ckpt, t.str("tok")));
+      run(fmt::format("eval --checkpoint {} --token-dir {} --skip-empty", f.ckpt, t.str("tok")));
   EXPECT_EQ(r3.code, 0) << r3.out;
   EXPECT_NE(r3.out.find("warning: domain 'empty'"), std::string::npos) << r3.out;
 }
@@ -675,7 +675,7 @@ TEST(Audit, TrainingDataFromTheRunDirectory) {
                              {"tokens", f.tokens},
                              {"mixture", MixtureConfig::uniform({"alpha"}).to_json()}}}}}};
   write_file_atomic(t.str("run/run.json"), run_json.dump());
-  // No --tokens, --corpus or training data: all found from run.json and the token manifest.
+  // No --token-dir, --corpus or training data: all found from run.json and the token manifest.
   const auto r = run(fmt::format("eval --checkpoint {} --quiet --json {}", ck, t.str("r.json")));
   ASSERT_EQ(r.code, 0) << r.out;
   const json j = json::parse(read_file(t.str("r.json")));

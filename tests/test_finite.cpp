@@ -77,7 +77,7 @@ TEST(FiniteCheck, NamesTheFirstNonFiniteTensor) {
 TEST(FiniteUpdate, RollbackEqualsASkippedStep) {
   TempDir tmp("finite-rollback");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = kBase + " --tokens " + tmp.str("rows.bin");
+  const std::string data = kBase + " --rows " + tmp.str("rows.bin");
   // The reference: step 5's gradient is poisoned, so its update is skipped.
   ASSERT_EQ(run("train" + data + " --inject-nan-grad 5 --out " + tmp.str("skip")).code, 0);
   // A NaN in the updated parameters, or an Inf in the optimizer state: the update (parameters,
@@ -108,7 +108,7 @@ TEST(FiniteUpdate, RollbackEqualsASkippedStep) {
 TEST(FiniteUpdate, PoisonedUpdatesStopTheRunWithTheLastGoodCheckpoint) {
   TempDir tmp("finite-stop");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = kBase + " --tokens " + tmp.str("rows.bin") + " --ckpt-every 5";
+  const std::string data = kBase + " --rows " + tmp.str("rows.bin") + " --ckpt-every 5";
   auto r =
       run("train" + data + " --inject-nan-param 7 --inject-inf-state 8 9 --out " + tmp.str("run"));
   EXPECT_EQ(r.code, 1) << r.out;
@@ -132,7 +132,7 @@ TEST(FiniteUpdate, PoisonedUpdatesStopTheRunWithTheLastGoodCheckpoint) {
 TEST(FiniteUpdate, RollbackIsGlobalUnderMpi) {
   TempDir tmp("finite-mpi");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = kBase + " --tokens " + tmp.str("rows.bin");
+  const std::string data = kBase + " --rows " + tmp.str("rows.bin");
   auto r = run_shell(mpirun(2, "train" + data + " --inject-nan-grad 5 --out " + tmp.str("skip")));
   ASSERT_EQ(r.code, 0) << r.out;
   for (const std::string inject : {"--inject-nan-param", "--inject-inf-state"}) {
@@ -172,31 +172,31 @@ TEST(FiniteCheckpoints, PruningKeepsTheNewestFiniteCheckpoint) {
 TEST(FiniteLoaders, NonFiniteWeightsAreRefusedByName) {
   TempDir tmp("finite-load");
   write_rows(tmp.str("rows.bin"), 16);
-  ASSERT_EQ(run("train --preset tiny --batch 4 --steps 2 --tokens " + tmp.str("rows.bin") +
+  ASSERT_EQ(run("train --preset tiny --batch 4 --steps 2 --rows " + tmp.str("rows.bin") +
                 " --out " + tmp.str("run"))
                 .code,
             0);
   const std::string ck = *marin::latest_checkpoint(tmp.str("run"));
   // sample needs the checkpoint's tokenizer before it reads the weights.
   const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
-  auto r = run("tokenizer train --vocab 300 --in " + fixture +
+  auto r = run("tokenizer train --vocab-size 300 --in " + fixture +
                "/bible_kjv/train-00000.jsonl --out " + ck + "/tokenizer.json");
   ASSERT_EQ(r.code, 0) << r.out;
   poison(ck, "lm_head");
   const std::string named = ck + "/model.safetensors: tensor 'lm_head' holds 1 non-finite value";
-  r = run("score --checkpoint " + ck + " --tokens " + tmp.str("rows.bin"));
+  r = run("score --checkpoint " + ck + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(named), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--allow-nonfinite"), std::string::npos) << r.out;
   r = run("sample --checkpoint " + ck + " --prompt 'In the beginning' --max-tokens 4");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(named), std::string::npos) << r.out;
-  r = run("train --init " + ck + " --steps 2 --batch 4 --tokens " + tmp.str("rows.bin") +
+  r = run("train --init " + ck + " --steps 2 --batch 4 --rows " + tmp.str("rows.bin") +
           " --out " + tmp.str("init"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(named), std::string::npos) << r.out;
   // For forensics the weights load with a warning.
-  r = run("score --allow-nonfinite --checkpoint " + ck + " --tokens " + tmp.str("rows.bin"));
+  r = run("score --allow-nonfinite --checkpoint " + ck + " --rows " + tmp.str("rows.bin"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("warning: " + named), std::string::npos) << r.out;
 }

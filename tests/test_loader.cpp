@@ -292,12 +292,12 @@ TEST(Tokenize, CliWritesShardsAndFailsCleanly) {
   TempDir tmp("tokenize-cli");
   const auto texts = make_corpus(tmp.path / "corpus");
   marin::Tokenizer::train({"the quick brown fox"}, 280).save_json(tmp.str("tokenizer.json"));
-  auto r = marin::testing::run("tokenize --vocab " + tmp.str("tokenizer.json") + " --corpus " +
+  auto r = marin::testing::run("tokenize --tokenizer " + tmp.str("tokenizer.json") + " --corpus " +
                                tmp.str("corpus") + " --out " + tmp.str("tok") +
                                " --split train --threads 2");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(marin::TokenManifest::load(tmp.str("tok")).shards.size(), 4u);
-  r = marin::testing::run("tokenize --vocab " + tmp.str("tokenizer.json") + " --corpus " +
+  r = marin::testing::run("tokenize --tokenizer " + tmp.str("tokenizer.json") + " --corpus " +
                           tmp.str("missing") + " --out " + tmp.str("tok2"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("missing"), std::string::npos) << r.out;

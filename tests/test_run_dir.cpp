@@ -41,7 +41,7 @@ std::string held_by(const std::string& command, pid_t pid) {
 TEST(RunDir, ASecondWriterIsRefusedAndNamesTheHolder) {
   TempDir tmp("rundir-lock");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = kBase + " --seed 3 --tokens " + tmp.str("rows.bin");
+  const std::string data = kBase + " --seed 3 --rows " + tmp.str("rows.bin");
   const std::string out = tmp.str("run");
   // A real trainer that runs until it is killed, keeping a checkpoint every 2 steps.
   const pid_t pid = spawn_train(" train" + data + " --steps 100000 --keep-every 2 --out " + out);
@@ -74,7 +74,7 @@ TEST(RunDir, ASecondWriterIsRefusedAndNamesTheHolder) {
 TEST(RunDir, ANewRunRefusesAnOldOneAndOverwriteMovesItAside) {
   TempDir tmp("rundir-new");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = kBase + " --tokens " + tmp.str("rows.bin") + " --steps 4";
+  const std::string data = kBase + " --rows " + tmp.str("rows.bin") + " --steps 4";
   const std::string out = tmp.str("run");
   ASSERT_EQ(run("train" + data + " --seed 3 --out " + out).code, 0);
   const std::string weights = final_weights(out);
@@ -117,7 +117,7 @@ TEST(RunDir, LadderLocksItsDirectoryAndItsRungs) {
   write_rows(tmp.str("valid.bin"), 16, 99);
   const std::string dir = tmp.str("ladder");
   const std::string cmd = "ladder --config " MARIN_SOURCE_DIR "/configs/ladder_tiny.toml --out " +
-                          dir + " --tokens " + tmp.str("train.bin") + " --valid-tokens " +
+                          dir + " --rows " + tmp.str("train.bin") + " --valid-rows " +
                           tmp.str("valid.bin");
   {
     // Another ladder (here: this process) holds the ladder directory.

@@ -235,7 +235,7 @@ TEST(SampleCli, GeneratesTextAndNamesAMissingTokenizer) {
 
   const std::string corpus =
       std::string(MARIN_SOURCE_DIR) + "/data/fixture/bible_kjv/train-00000.jsonl";
-  r = marin::testing::run("tokenizer train --vocab 512 --in " + corpus + " --out " + ck +
+  r = marin::testing::run("tokenizer train --vocab-size 512 --in " + corpus + " --out " + ck +
                           "/tokenizer.json");
   ASSERT_EQ(r.code, 0) << r.out;
 

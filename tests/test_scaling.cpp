@@ -355,7 +355,7 @@ TEST(LadderCli, TinyLadderTrainsResumesAndForecasts) {
   write_rows(tmp.str("valid.bin"), 16, 99);
   const std::string dir = tmp.str("ladder");
   const std::string cmd = "ladder --config " MARIN_SOURCE_DIR "/configs/ladder_tiny.toml --out " +
-                          dir + " --tokens " + tmp.str("train.bin") + " --valid-tokens " +
+                          dir + " --rows " + tmp.str("train.bin") + " --valid-rows " +
                           tmp.str("valid.bin");
   auto r = run(cmd);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -431,8 +431,8 @@ TEST(LadderCli, TinyLadderTrainsResumesAndForecasts) {
   std::string changed = toml;
   changed.replace(changed.find("seed = 1"), 8, "seed = 2");
   marin::write_file_atomic(tmp.str("changed.toml"), changed);
-  r = run("ladder --config " + tmp.str("changed.toml") + " --out " + dir + " --tokens " +
-          tmp.str("train.bin") + " --valid-tokens " + tmp.str("valid.bin"));
+  r = run("ladder --config " + tmp.str("changed.toml") + " --out " + dir + " --rows " +
+          tmp.str("train.bin") + " --valid-rows " + tmp.str("valid.bin"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("trained with different options (seed)"), std::string::npos) << r.out;
 
@@ -488,8 +488,8 @@ TEST(LadderCli, TinyLadderTrainsResumesAndForecasts) {
   r = run("forecast --ladder " + dir +
           " --preset tiny --target-steps 40 --target-batch 4 --l-inf 0 --out " + fc40);
   ASSERT_EQ(r.code, 0) << r.out;
-  r = run("train --preset tiny --batch 4 --steps 40 --tokens " + tmp.str("train.bin") +
-          " --valid-tokens " + tmp.str("valid.bin") + " --forecast " + fc40 + " --out " +
+  r = run("train --preset tiny --batch 4 --steps 40 --rows " + tmp.str("train.bin") +
+          " --valid-rows " + tmp.str("valid.bin") + " --forecast " + fc40 + " --out " +
           tmp.str("target"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("forecast: predicted"), std::string::npos) << r.out;

@@ -386,22 +386,22 @@ TEST(Tokenizer, CliTrainEncodeDecode) {
   std::string bin = MARIN_BIN;
   auto sh = [&](const std::string& cmd) { return std::system(cmd.c_str()); };
   ASSERT_EQ(
-      sh(bin + " tokenizer train --vocab 600 --in " + (dir / "train.txt").string() + " " +
+      sh(bin + " tokenizer train --vocab-size 600 --in " + (dir / "train.txt").string() + " " +
          (dir / "train.jsonl").string() + " --out " + (dir / "tok.json").string() + " 2>/dev/null"),
       0);
-  ASSERT_EQ(sh(bin + " tokenizer encode --vocab " + (dir / "tok.json").string() + " --in " +
+  ASSERT_EQ(sh(bin + " tokenizer encode --tokenizer " + (dir / "tok.json").string() + " --in " +
                (dir / "in.txt").string() + " --json > " + (dir / "ids.json").string()),
             0);
   auto ids = nlohmann::json::parse(slurp(dir / "ids.json")).get<std::vector<uint32_t>>();
   Tokenizer tok = Tokenizer::load((dir / "tok.json").string());
   EXPECT_EQ(tok.vocab_size(), 600u);
   EXPECT_EQ(ids, tok.encode(in));
-  ASSERT_EQ(sh(bin + " tokenizer decode --vocab " + (dir / "tok.json").string() + " --in " +
+  ASSERT_EQ(sh(bin + " tokenizer decode --tokenizer " + (dir / "tok.json").string() + " --in " +
                (dir / "ids.json").string() + " > " + (dir / "out.txt").string()),
             0);
   EXPECT_EQ(slurp(dir / "out.txt"), in);
   // Errors exit 1 with a message.
-  EXPECT_NE(sh(bin + " tokenizer encode --vocab /nonexistent.json --in " +
+  EXPECT_NE(sh(bin + " tokenizer encode --tokenizer /nonexistent.json --in " +
                (dir / "in.txt").string() + " 2>/dev/null"),
             0);
 }

@@ -33,8 +33,8 @@ TEST(Train, LearnsAndLogsMetrics) {
   TempDir tmp("learn");
   write_rows(tmp.str("rows.bin"), 64);
   auto r =
-      run("train --preset tiny --batch 8 --steps 40 --tokens " + tmp.str("rows.bin") +
-          " --valid-tokens " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
+      run("train --preset tiny --batch 8 --steps 40 --rows " + tmp.str("rows.bin") +
+          " --valid-rows " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto m = metrics(tmp.str("run"));
   ASSERT_EQ(m.size(), 40u);
@@ -53,7 +53,7 @@ TEST(Train, LearnsAndLogsMetrics) {
 TEST(Train, ResumeIsBitIdentical) {
   TempDir tmp("resume");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = " --tokens " + tmp.str("rows.bin");
+  const std::string data = " --rows " + tmp.str("rows.bin");
   ASSERT_EQ(run("train" + kBase + data + " --out " + tmp.str("straight")).code, 0);
   // The same run with a permanent checkpoint at step 10; then everything after step 10 is
   // removed and the run resumed from there.
@@ -74,7 +74,7 @@ TEST(Train, SigintSavesAndResumesExactly) {
   TempDir tmp("sigint");
   write_rows(tmp.str("rows.bin"), 48);
   const std::string args =
-      " train --preset tiny --batch 4 --steps 400 --seed 3 --tokens " + tmp.str("rows.bin");
+      " train --preset tiny --batch 4 --steps 400 --seed 3 --rows " + tmp.str("rows.bin");
   ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
   pid_t pid = spawn_train(args + " --out " + tmp.str("int"));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -93,7 +93,7 @@ TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
   TempDir tmp("sigkill");
   write_rows(tmp.str("rows.bin"), 48);
   const std::string args =
-      " train --preset tiny --batch 4 --steps 150 --seed 3 --ckpt-every 1 --tokens " +
+      " train --preset tiny --batch 4 --steps 150 --seed 3 --ckpt-every 1 --rows " +
       tmp.str("rows.bin");
   ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
   // Kill at several moments: with a checkpoint every step, some kills land inside a write.
@@ -121,7 +121,7 @@ TEST(Train, SigtermAndSigusr1SaveAndResumeExactly) {
   TempDir tmp("sigterm");
   write_rows(tmp.str("rows.bin"), 48);
   const std::string args =
-      " train --preset tiny --batch 4 --steps 150 --seed 3 --tokens " + tmp.str("rows.bin");
+      " train --preset tiny --batch 4 --steps 150 --seed 3 --rows " + tmp.str("rows.bin");
   ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
   for (int sig : {SIGTERM, SIGUSR1}) {
     const std::string dir = tmp.str(sig == SIGTERM ? "term" : "usr1");
@@ -146,14 +146,14 @@ TEST(Train, InitTakesTheModelFromTheCheckpoint) {
   // A cpu-small checkpoint (seq_len 512, vocab 8192), trained from without --preset.
   ASSERT_EQ(run("init --preset cpu-small --seed 2 --out " + tmp.str("ckpt")).code, 0);
   write_rows(tmp.str("rows.bin"), 2, 512, 8192);
-  auto r = run("train --init " + tmp.str("ckpt") + " --tokens " + tmp.str("rows.bin") +
+  auto r = run("train --init " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin") +
                " --batch 1 --steps 1 --out " + tmp.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   const auto run_json = nlohmann::json::parse(marin::read_file(tmp.str("run/run.json")));
   EXPECT_EQ(run_json["options"]["model"]["seq_len"], 512);
   EXPECT_EQ(run_json["lineage"]["init"], tmp.str("ckpt"));
   // A model given on the command line that contradicts the checkpoint is refused.
-  r = run("train --init " + tmp.str("ckpt") + " --preset tiny --tokens " + tmp.str("rows.bin") +
+  r = run("train --init " + tmp.str("ckpt") + " --preset tiny --rows " + tmp.str("rows.bin") +
           " --batch 1 --steps 1 --out " + tmp.str("run2"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("config.json does not match"), std::string::npos) << r.out;
@@ -162,7 +162,7 @@ TEST(Train, InitTakesTheModelFromTheCheckpoint) {
 TEST(Train, ForkChangesSettingsAndRecordsLineage) {
   TempDir tmp("fork");
   write_rows(tmp.str("rows.bin"), 48);
-  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " +
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --rows " +
                 tmp.str("rows.bin") + " --out " + tmp.str("a"))
                 .code,
             0);
@@ -189,7 +189,7 @@ TEST(Train, ForkChangesSettingsAndRecordsLineage) {
 TEST(Train, NonFiniteStepsAreSkippedThenStop) {
   TempDir tmp("nan");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = " --tokens " + tmp.str("rows.bin");
+  const std::string data = " --rows " + tmp.str("rows.bin");
   // One poisoned step: skipped, reported, the run goes on.
   auto r = run("train" + kBase + data + " --inject-nan-grad 5 --out " + tmp.str("one"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -211,7 +211,7 @@ TEST(Train, NonFiniteStepsAreSkippedThenStop) {
 TEST(Train, DamagedCheckpointIsDetected) {
   TempDir tmp("damaged");
   write_rows(tmp.str("rows.bin"), 48);
-  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --tokens " +
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --rows " +
                 tmp.str("rows.bin") + " --out " + tmp.str("run"))
                 .code,
             0);
@@ -245,7 +245,7 @@ TEST(Train, FromTextWithPerDomainEvaluation) {
   // The checkpoint carries the tokenizer (formats.md), so it can be scored or sampled from.
   EXPECT_TRUE(fs::exists(tmp.str("run/checkpoints/step-00000010/tokenizer.json")));
   // A tokenizer that does not match the shards is refused, naming both hashes.
-  ASSERT_EQ(run("tokenizer train --vocab 400 --in " + fixture +
+  ASSERT_EQ(run("tokenizer train --vocab-size 400 --in " + fixture +
                 "/fortunes/train-00000.jsonl --out " + tmp.str("other.json"))
                 .code,
             0);

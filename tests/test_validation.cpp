@@ -122,7 +122,7 @@ TEST(ConfigRanges, HugeSeqLenNeverReachesTheRowsReader) {
   marin::testing::write_rows(tmp.str("rows.bin"), 4);
   const RunResult r = run_with_timeout(
       "train --preset tiny --set seq_len=4611686018427387903 "
-      "--tokens " +
+      "--rows " +
       tmp.str("rows.bin") + " --steps 1 --out " + tmp.str("run"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "seq_len = 4611686018427387903 is out of range")) << r.out;
@@ -233,7 +233,7 @@ TEST(RequiredFields, ACheckpointConfigMissingAFieldNamesIt) {
 
 TEST(CliOptions, BadNumbersAreRefusedNamingTheOptionAndTheRange) {
   TempDir tmp("v-options");
-  const std::string train = "train --preset tiny --tokens rows.bin --out " + tmp.str("run") + " ";
+  const std::string train = "train --preset tiny --rows rows.bin --out " + tmp.str("run") + " ";
   const std::string eval = "eval --checkpoint " + tmp.str("ckpt") + " ";
   const std::pair<std::string, std::string> cases[] = {
       {train + "--adam-lr -1", "--adam-lr: -1 is out of range [0, 1]"},
@@ -289,9 +289,9 @@ TEST(InputFiles, AFifoIsRefusedInsteadOfBlocking) {
   const std::string cases[] = {
       "plan --config " + fifo,
       "score --checkpoint " + tmp.str("ckpt") + " --rows " + fifo,
-      "train --preset tiny --tokens " + fifo + " --steps 1 --out " + tmp.str("run"),
-      "tokenizer encode --vocab " + fifo + " --in " + fifo,
-      "tokenizer train --vocab 300 --in " + fifo + " --out " + tmp.str("tok.json"),
+      "train --preset tiny --rows " + fifo + " --steps 1 --out " + tmp.str("run"),
+      "tokenizer encode --tokenizer " + fifo + " --in " + fifo,
+      "tokenizer train --vocab-size 300 --in " + fifo + " --out " + tmp.str("tok.json"),
   };
   for (const std::string& args : cases) {
     const RunResult r = run_with_timeout(args, 20);
@@ -318,11 +318,11 @@ TEST(InputFiles, ADirectoryWhereAFileIsExpectedIsRefused) {
   // `tokenizer encode --in DIR` printed nothing and exited 0.
   TempDir tmp("v-dir");
   const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
-  ASSERT_EQ(run("tokenizer train --vocab 300 --in " + fixture +
+  ASSERT_EQ(run("tokenizer train --vocab-size 300 --in " + fixture +
                 "/bible_kjv/valid-00000.jsonl --out " + tmp.str("tok.json"))
                 .code,
             0);
-  const RunResult r = run("tokenizer encode --vocab " + tmp.str("tok.json") + " --in " + tmp.str());
+  const RunResult r = run("tokenizer encode --tokenizer " + tmp.str("tok.json") + " --in " + tmp.str());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "it is a directory")) << r.out;
   EXPECT_TRUE(has(run("plan --config " + tmp.str()).out, "it is a directory"));
@@ -388,7 +388,7 @@ TEST(TokenManifestChecks, EvalRefusesAManifestThatLiesAboutItsShards) {
   const json base = make_token_dir(dir).to_json();
   ASSERT_EQ(run("init --preset tiny --set vocab_size=300 --out " + tmp.str("ckpt")).code, 0);
   const std::string eval =
-      "eval --checkpoint " + tmp.str("ckpt") + " --tokens " + dir + " --no-audit";
+      "eval --checkpoint " + tmp.str("ckpt") + " --token-dir " + dir + " --no-audit";
   ASSERT_EQ(run(eval).code, 0);
   json j = base;
   j["shards"].push_back(base["shards"][1]);
@@ -418,7 +418,7 @@ class CorpusChecksums : public ::testing::Test {
     const json dom = m["domains"]["bible_kjv"];
     m["domains"] = {{"bible_kjv", dom}};
     write_file_atomic(root() + "/manifest.json", m.dump(2));
-    ASSERT_EQ(run("tokenizer train --vocab 300 --in " + root() +
+    ASSERT_EQ(run("tokenizer train --vocab-size 300 --in " + root() +
                   "/bible_kjv/valid-00000.jsonl --out " + tmp.str("tok.json"))
                   .code,
               0);
@@ -436,7 +436,7 @@ class CorpusChecksums : public ::testing::Test {
 };
 
 TEST_F(CorpusChecksums, TokenizeVerifiesEachShardUnlessToldNotTo) {
-  const std::string tok = " --vocab " + tmp.str("tok.json") + " --corpus " + root();
+  const std::string tok = " --tokenizer " + tmp.str("tok.json") + " --corpus " + root();
   ASSERT_EQ(run("tokenize" + tok + " --out " + tmp.str("t0")).code, 0);
   edit_one_letter("bible_kjv/train-00000.jsonl");
   RunResult r = run("tokenize" + tok + " --out " + tmp.str("t1"));

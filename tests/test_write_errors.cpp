@@ -26,7 +26,7 @@ TEST(WriteErrors, AFullDiskUnderMetricsStopsTheRunWithACheckpoint) {
   ASSERT_TRUE(fs::exists("/dev/full"));
   TempDir tmp("write-metrics");
   write_rows(tmp.str("rows.bin"), 48);
-  const std::string data = kArgs + " --tokens " + tmp.str("rows.bin");
+  const std::string data = kArgs + " --rows " + tmp.str("rows.bin");
   ASSERT_EQ(run("train" + data + " --out " + tmp.str("straight")).code, 0);
   const std::string out = tmp.str("run");
   fs::create_directories(out);
@@ -56,11 +56,11 @@ TEST(WriteErrors, AReportThatCannotReachStdoutIsAnError) {
   TempDir tmp("write-stdout");
   write_rows(tmp.str("rows.bin"), 16);
   ASSERT_EQ(
-      run("train" + kArgs + " --tokens " + tmp.str("rows.bin") + " --out " + tmp.str("run")).code,
+      run("train" + kArgs + " --rows " + tmp.str("rows.bin") + " --out " + tmp.str("run")).code,
       0);
   const std::string ck = *marin::latest_checkpoint(tmp.str("run"));
   const std::string score =
-      std::string(MARIN_BIN) + " score --checkpoint " + ck + " --tokens " + tmp.str("rows.bin");
+      std::string(MARIN_BIN) + " score --checkpoint " + ck + " --rows " + tmp.str("rows.bin");
   EXPECT_EQ(run_shell(score + " >/dev/null").code, 0);
   auto r = run_shell("(" + score + " >/dev/full)");
   EXPECT_EQ(r.code, 1) << r.out;

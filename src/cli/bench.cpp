@@ -242,7 +242,8 @@ int bench_model(BenchOptions o) {
 int bench_tokenizer(const BenchOptions& o) {
   std::vector<std::string> files = o.files;
   if (files.empty()) fail("marin bench tokenizer: give --in FILE... (text or .jsonl)");
-  if (o.vocab.empty()) fail("marin bench tokenizer: give --vocab (a .tiktoken or tokenizer.json)");
+  if (o.vocab.empty())
+    fail("marin bench tokenizer: give --tokenizer (a .tiktoken or tokenizer.json)");
   const TokenizerBench r = bench_tokenizer_encode(o.vocab, files);
   nlohmann::json j = {{"mb_per_s", r.mb_per_s}, {"bytes", r.bytes},   {"tokens", r.tokens},
                       {"docs", r.docs},         {"passes", r.passes}, {"seconds", r.seconds}};
@@ -271,7 +272,9 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
                 app.add_option("--threads", o->threads,
                                "compute threads of this process (default: the idle cores)");
-                app.add_option("--vocab", o->vocab, "tokenizer bench: vocabulary file");
+                app.add_option("--tokenizer", o->vocab,
+                               "tokenizer bench: tokenizer.json or .tiktoken file");
+                add_deprecated(app, "--vocab", "--tokenizer", o->vocab);
                 app.add_option("--in", o->files, "tokenizer bench: input files");
                 app.add_flag("--json", o->json, "print one JSON object");
                 app.add_flag("--train", o->train,

@@ -94,7 +94,7 @@ int run_eval(EvalArgs a) {
   }
   if (a.tokens.empty()) a.tokens = run_tokens;
   MARIN_CHECK(!a.tokens.empty(),
-              "eval: --tokens is required (no run directory with a mixture to take it from)");
+              "eval: --token-dir is required (no run directory with a mixture to take it from)");
   const TokenManifest man = TokenManifest::load(a.tokens);
   if (a.corpus.empty()) a.corpus = existing_dir(man.corpus);
 
@@ -133,7 +133,7 @@ int run_eval(EvalArgs a) {
       fail(
           "tokenizer mismatch: {} has hash {:016x} but the token shards in {} were made with a "
           "tokenizer of hash {:016x}; re-tokenize the corpus with the checkpoint's tokenizer "
-          "(marin tokenize --vocab {}) or pass the matching --tokens",
+          "(marin tokenize --tokenizer {}) or pass the matching --token-dir",
           tok_path, tok_hash, a.tokens, man.tokenizer_hash, tok_path);
   } else if (!a.quiet) {
     fmt::print(stderr,
@@ -216,8 +216,9 @@ MARIN_COMMAND(
                      "model directory (config.json, "
                      "model.safetensors [, tokenizer.json])")
           ->required();
-      app.add_option("--tokens", a->tokens,
+      app.add_option("--token-dir", a->tokens,
                      "token directory (marin tokenize); default: the run's training tokens");
+      add_deprecated(app, "--tokens", "--token-dir", a->tokens);
       app.add_option("--domains", a->domains,
                      "evaluation domains (default: every domain with "
                      "valid shards)")

@@ -39,19 +39,18 @@ void print_plan(const scaling::LadderConfig& c) {
 
 int run_ladder(const LadderCli& a) {
   scaling::LadderConfig c = scaling::LadderConfig::load(a.config);
-  if (!a.d.tokens.empty() && !a.d.data.empty()) fail("give either --tokens or --data, not both");
-  if (!a.d.tokens.empty())
-    c.set_rows_data(a.d.tokens, a.d.valid_tokens);
-  else if (!a.d.valid_tokens.empty())
-    fail("--valid-tokens goes with --tokens");
+  if (!a.d.rows.empty() && !a.d.data.empty()) fail("give either --rows or --data, not both");
+  if (!a.d.rows.empty())
+    c.set_rows_data(a.d.rows, a.d.valid_rows);
+  else if (!a.d.valid_rows.empty())
+    fail("--valid-rows goes with --rows");
   if (!a.d.data.empty()) {
     if (a.d.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
     c.set_mixture_data(a.d.data, a.d.token_dir, a.d.tokenizer);
   }
   if (a.dry_run) {
-    fmt::print("data: {}\n", c.data_source.is_null()
-                                 ? std::string("(none: give --tokens or --data)")
-                                 : c.data_source.dump());
+    fmt::print("data: {}\n", c.data_source.is_null() ? std::string("(none: give --rows or --data)")
+                                                     : c.data_source.dump());
     print_plan(c);
     return 0;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "core/limits.hpp"
 #include "model/config.hpp"
 
 namespace marin::cli {
@@ -38,8 +39,6 @@ CLI::Validator in_range(T lo, T hi, bool open_lo = false) {
 }
 
 // Ranges shared by several commands, so that each is written once.
-constexpr int64_t kMaxSteps = 1'000'000'000'000;  // steps, and periods counted in steps
-constexpr int kMaxBatch = 1 << 24;                // sequences per step or forward pass
 constexpr int kMaxThreads = 1024;
 inline CLI::Validator steps_range() {
   return in_range<int64_t>(1, kMaxSteps);
@@ -65,6 +64,18 @@ inline CLI::Validator rate_range() {
   return in_range<double>(0, 1);
 }
 
+// An old spelling of an option, still accepted for one release: it sets the same value, is
+// hidden from --help, and warns naming the current spelling (docs/cli.md lists them all).
+template <class T>
+CLI::Option* add_deprecated(CLI::App& app, const std::string& old_flag, const std::string& flag,
+                            T& target) {
+  return app.add_option(old_flag, target, "deprecated spelling of " + flag)
+      ->group("")
+      ->each([old_flag, flag](const std::string&) {
+        fmt::print(stderr, "marin: warning: {} is deprecated; use {}\n", old_flag, flag);
+      });
+}
+
 struct ModelOptions {
   std::string preset;
   std::string config;
@@ -84,10 +95,13 @@ struct ModelOptions {
 // Where training data comes from (marin train, marin ladder): pre-tokenized rows, or a mixture
 // over the token shards of `marin tokenize` (docs/data.md).
 struct DataOptions {
-  std::string tokens, valid_tokens, data, token_dir, tokenizer;
+  std::string rows, valid_rows, data, token_dir, tokenizer;
   void add(CLI::App& app) {
-    app.add_option("--tokens", tokens, "training data: pre-tokenized rows, docs/formats.md (row s·B+i at step s)");
-    app.add_option("--valid-tokens", valid_tokens, "validation rows for --tokens");
+    app.add_option("--rows", rows,
+                   "training data: pre-tokenized rows, docs/formats.md (row s·B+i at step s)");
+    app.add_option("--valid-rows", valid_rows, "validation rows for --rows");
+    add_deprecated(app, "--tokens", "--rows", rows);
+    add_deprecated(app, "--valid-tokens", "--valid-rows", valid_rows);
     app.add_option("--data", data, "training data: a mixture config (TOML/JSON, see docs/data.md)");
     app.add_option("--token-dir", token_dir, "token shards of --data (marin tokenize)");
     app.add_option("--tokenizer", tokenizer,

@@ -47,7 +47,7 @@ int run_sample(const SampleOptions& o) {
   if (!std::filesystem::exists(tok_path))
     fail(
         "{}: missing; sampling needs the checkpoint's tokenizer (train one with `marin tokenizer "
-        "train --vocab {}` and put it there)",
+        "train --vocab-size {}` and put it there)",
         tok_path, c.vocab_size);
   const Tokenizer tok = Tokenizer::load(tok_path);
   if (int64_t(tok.vocab_size()) > c.vocab_size)

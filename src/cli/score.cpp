@@ -18,7 +18,7 @@ namespace marin::cli {
 namespace {
 
 struct ScoreOptions {
-  std::string checkpoint, rows, tokens, token_dir, domain, split = "valid";
+  std::string checkpoint, rows, token_dir, domain, split = "valid";
   int batch = 4;
   bool allow_nonfinite = false;
 };
@@ -27,9 +27,7 @@ struct ScoreOptions {
 class ScoreRows {
  public:
   ScoreRows(const ScoreOptions& o, const ModelConfig& c) : seq_len_(c.seq_len) {
-    if (!o.tokens.empty())
-      fmt::print(stderr, "marin: warning: score --tokens is deprecated; use --rows\n");
-    const std::string rows = o.rows.empty() ? o.tokens : o.rows;
+    const std::string& rows = o.rows;
     if (rows.empty() == o.token_dir.empty())
       fail("score needs one of --rows FILE or --token-dir DIR (with --domain)");
     if (!rows.empty()) {
@@ -103,7 +101,7 @@ MARIN_COMMAND(score, "score",
                 app.add_option("--checkpoint", o->checkpoint, "checkpoint directory")->required();
                 app.add_option("--rows", o->rows,
                                "raw uint32 file of rows of seq_len+1 ids (docs/formats.md)");
-                app.add_option("--tokens", o->tokens, "deprecated spelling of --rows");
+                add_deprecated(app, "--tokens", "--rows", o->rows);
                 app.add_option("--token-dir", o->token_dir,
                                "token directory (marin tokenize): score --domain's documents, "
                                "packed into rows as validation packs them");

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/options.hpp"
+#include "core/error.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -17,6 +18,7 @@ struct Options {
 };
 
 int run(const Options& o) {
+  if (o.vocab.empty()) marin::fail("tokenize needs --tokenizer FILE (tokenizer.json or .tiktoken)");
   const auto t0 = std::chrono::steady_clock::now();
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab);
   marin::TokenizeOptions opts;
@@ -44,7 +46,8 @@ MARIN_COMMAND(tokenize, "tokenize",
               "(<out>/<domain>/<split>-NNNNN.tok) and <out>/manifest.json",
               [](CLI::App& app) -> marin::cli::Runner {
                 auto o = std::make_shared<Options>();
-                app.add_option("--vocab", o->vocab, "tokenizer.json or .tiktoken file")->required();
+                app.add_option("--tokenizer", o->vocab, "tokenizer.json or .tiktoken file");
+                marin::cli::add_deprecated(app, "--vocab", "--tokenizer", o->vocab);
                 app.add_option("--corpus", o->corpus,
                                "Corpus root: <domain>/{train,valid}-NNNNN.jsonl, one "
                                "{\"id\", \"text\"} per line")

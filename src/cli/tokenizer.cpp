@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "cli/command.hpp"
+#include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "data/tokenizer/documents.hpp"
@@ -37,7 +37,14 @@ int run_train(const Options& o) {
   return 0;
 }
 
+// The tokenizer file of encode and decode (not required by CLI11, so that its old spelling counts).
+void require_tokenizer(const Options& o, const char* command) {
+  if (o.vocab_file.empty())
+    marin::fail("tokenizer {} needs --tokenizer FILE (tokenizer.json or .tiktoken)", command);
+}
+
 int run_encode(const Options& o) {
+  require_tokenizer(o, "encode");
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
   std::vector<uint32_t> ids = tok.encode(marin::read_file(o.in_file), o.allow_special);
   std::string out;
@@ -54,6 +61,7 @@ int run_encode(const Options& o) {
 }
 
 int run_decode(const Options& o) {
+  require_tokenizer(o, "decode");
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
   std::string text = marin::read_file(o.in_file);
   std::vector<uint32_t> ids;
@@ -91,45 +99,47 @@ int run_decode(const Options& o) {
 
 }  // namespace
 
-MARIN_COMMAND(
-    tokenizer, "tokenizer",
-    "Byte-level BPE vocabularies: train one on text, encode text to ids, decode ids",
-    [](CLI::App& app) -> marin::cli::Runner {
-      auto o = std::make_shared<Options>();
-      app.require_subcommand(1);
-      auto* train = app.add_subcommand(
-          "train",
-          "Train a byte-level BPE (GPT-4 split regex) and write an HF tokenizer.json. "
-          "Ids 0-255 are bytes, then merges, then the special tokens.");
-      train->add_option("--vocab", o->vocab, "Vocabulary size incl. special tokens")
-          ->capture_default_str();
-      train
-          ->add_option("--in", o->inputs,
-                       "Text files (whole file = one document) or .jsonl files "
-                       "(one {\"text\": ...} per line)")
-          ->required()
-          ->check(CLI::ExistingFile);
-      train->add_option("--out", o->out, "Output tokenizer.json")->capture_default_str();
-      train->add_option("--special", o->specials, "Special tokens (BOS, EOS, PAD first)")
-          ->capture_default_str();
+MARIN_COMMAND(tokenizer, "tokenizer",
+              "Byte-level BPE vocabularies: train one on text, encode text to ids, decode ids",
+              [](CLI::App& app) -> marin::cli::Runner {
+                auto o = std::make_shared<Options>();
+                app.require_subcommand(1);
+                auto* train = app.add_subcommand(
+                    "train",
+                    "Train a byte-level BPE (GPT-4 split regex) and write an HF tokenizer.json. "
+                    "Ids 0-255 are bytes, then merges, then the special tokens.");
+                train->add_option("--vocab-size", o->vocab, "Vocabulary size incl. special tokens")
+                    ->capture_default_str();
+                marin::cli::add_deprecated(*train, "--vocab", "--vocab-size", o->vocab);
+                train
+                    ->add_option("--in", o->inputs,
+                                 "Text files (whole file = one document) or .jsonl files "
+                                 "(one {\"text\": ...} per line)")
+                    ->required()
+                    ->check(CLI::ExistingFile);
+                train->add_option("--out", o->out, "Output tokenizer.json")->capture_default_str();
+                train->add_option("--special", o->specials, "Special tokens (BOS, EOS, PAD first)")
+                    ->capture_default_str();
 
-      auto* enc =
-          app.add_subcommand("encode", "Encode a whole file to token ids (printed on stdout)");
-      enc->add_option("--vocab", o->vocab_file, "tokenizer.json or .tiktoken file")->required();
-      enc->add_option("--in", o->in_file, "Input text file (raw bytes)")->required();
-      enc->add_flag("--json", o->json, "Print one JSON array (default: space-separated)");
-      enc->add_flag("--allow-special", o->allow_special,
-                    "Recognise special-token text such as <|end_of_text|> in the input");
+                auto* enc = app.add_subcommand(
+                    "encode", "Encode a whole file to token ids (printed on stdout)");
+                enc->add_option("--tokenizer", o->vocab_file, "tokenizer.json or .tiktoken file");
+                marin::cli::add_deprecated(*enc, "--vocab", "--tokenizer", o->vocab_file);
+                enc->add_option("--in", o->in_file, "Input text file (raw bytes)")->required();
+                enc->add_flag("--json", o->json, "Print one JSON array (default: space-separated)");
+                enc->add_flag("--allow-special", o->allow_special,
+                              "Recognise special-token text such as <|end_of_text|> in the input");
 
-      auto* dec = app.add_subcommand(
-          "decode", "Decode token ids (JSON array or whitespace-separated) to bytes");
-      dec->add_option("--vocab", o->vocab_file, "tokenizer.json or .tiktoken file")->required();
-      dec->add_option("--in", o->in_file, "File with the ids")->required();
+                auto* dec = app.add_subcommand(
+                    "decode", "Decode token ids (JSON array or whitespace-separated) to bytes");
+                dec->add_option("--tokenizer", o->vocab_file, "tokenizer.json or .tiktoken file");
+                marin::cli::add_deprecated(*dec, "--vocab", "--tokenizer", o->vocab_file);
+                dec->add_option("--in", o->in_file, "File with the ids")->required();
 
-      return [o, train, enc, dec]() -> int {
-        if (train->parsed()) return run_train(*o);
-        if (enc->parsed()) return run_encode(*o);
-        if (dec->parsed()) return run_decode(*o);
-        return 1;
-      };
-    });
+                return [o, train, enc, dec]() -> int {
+                  if (train->parsed()) return run_train(*o);
+                  if (enc->parsed()) return run_encode(*o);
+                  if (dec->parsed()) return run_decode(*o);
+                  return 1;
+                };
+              });

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
@@ -11,6 +12,7 @@
 #include "data/mixture.hpp"
 #include "scaling/forecast_hook.hpp"
 #include "train/checkpoint.hpp"
+#include "train/train_option_table.hpp"
 #include "train/trainer.hpp"
 
 namespace marin::cli {
@@ -19,25 +21,18 @@ namespace {
 struct TrainCli {
   ModelOptions model;
   DataOptions d;
-  std::string forecast, out, init, resume, fork_from, optimizer = "muonh";
-  std::string transport = "dropless", expert_radius = "layer";
-  int batch = 8, micro_batch = 0;
-  int64_t steps = 100, ckpt_every = 0, keep_every = 0, eval_every = 0, eval_batches = 4,
-          eval_domains_every = 0;
-  uint64_t seed = 0;
-  double muonh_lr = 0, adam_lr = 0, adamw_wd = 0.1, time_limit = 0;
-  bool gate_router_wd = false, no_qb = false, overwrite = false;
-  int max_bad_steps = 3;
-  int64_t waves = 3;
-  int ep = 1;
-  bool strict_data = false;
+  std::string out, init, resume, fork_from;
+  bool overwrite = false;
+  // The table's options as typed (train_option_table.hpp), by flag; only given ones are applied.
+  std::map<std::string, std::string> text;
   std::vector<int64_t> inject_nan, inject_nan_param, inject_inf_state;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->count(flag) > 0; }
 };
 
-// Applies the options given on the command line to `o` (all of them for a new run; only the
-// explicitly given ones for a fork, so everything else stays as the parent had it).
+// Applies the options given on the command line to `o`: the table's options that were given
+// (the others keep o's values: TrainOptions' defaults for a new run, the parent's for a fork, the
+// run's own on --resume), and the model and data unless only_given and not given.
 void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   auto want = [&](const char* flag) { return !only_given || a.given(flag); };
   if (want("--preset") || want("--config") || want("--set")) {
@@ -54,7 +49,8 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
     }
     if (!only_given) o.preset = a.model.preset;
   }
-  if (want("--tokens") && !a.d.tokens.empty()) o.data = {{"kind", "rows"}, {"path", a.d.tokens}};
+  if ((want("--rows") || want("--tokens")) && !a.d.rows.empty())
+    o.data = {{"kind", "rows"}, {"path", a.d.rows}};
   if (want("--data") && !a.d.data.empty()) {
     if (a.d.token_dir.empty()) fail("--data needs --token-dir (the output of `marin tokenize`)");
     // The mixture is embedded in the run's options, so the run does not depend on the file.
@@ -63,69 +59,77 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
     // In-distribution validation: the valid split of every domain the mixture trains on.
     nlohmann::json domains = nlohmann::json::array();
     for (auto& src : mix.sources) domains.push_back(src.domain);
-    if (!only_given || !a.given("--valid-tokens"))
+    if (!only_given || !(a.given("--valid-rows") || a.given("--valid-tokens")))
       o.valid = {{"kind", "valid"}, {"tokens", a.d.token_dir}, {"domains", domains}};
   }
   if (want("--tokenizer")) o.tokenizer = a.d.tokenizer;
-  if (want("--forecast")) o.forecast = a.forecast;
-  if (want("--valid-tokens") && (!a.d.valid_tokens.empty() || a.d.data.empty()))
-    o.valid = a.d.valid_tokens.empty()
-                  ? nlohmann::json()
-                  : nlohmann::json{{"kind", "rows"}, {"path", a.d.valid_tokens}};
-  if (want("--batch")) o.batch = a.batch;
-  if (want("--micro-batch")) o.micro_batch = a.micro_batch;
-  if (want("--steps")) o.steps = a.steps;
-  if (want("--seed")) o.seed = a.seed;
-  if (want("--optimizer")) o.optim.kind = a.optimizer;
-  if (want("--muonh-lr")) o.optim.muonh_lr = a.muonh_lr;
-  if (want("--adam-lr")) o.optim.adam_lr = a.adam_lr;
-  if (want("--adamw-wd")) o.optim.adamw_wd = a.adamw_wd;
-  if (want("--expert-radius")) o.optim.expert_radius = optim::parse_radius_scope(a.expert_radius);
-  if (want("--gate-router-wd")) o.optim.gate_router_wd = a.gate_router_wd;
-  if (want("--transport")) o.transport = parse_transport(a.transport);
-  if (want("--waves")) o.waves = a.waves;
-  if (want("--ep")) o.ep = a.ep;
-  if (want("--strict-data")) o.strict_data = a.strict_data;
-  if (want("--no-qb")) o.qb = !a.no_qb;
-  if (want("--ckpt-every")) o.ckpt_every = a.ckpt_every;
-  if (want("--keep-every")) o.keep_every = a.keep_every;
-  if (want("--eval-every")) o.eval_every = a.eval_every;
-  if (want("--eval-batches")) o.eval_batches = a.eval_batches;
-  if (want("--eval-domains-every")) o.eval_domains_every = a.eval_domains_every;
-  if (want("--max-bad-steps")) o.max_bad_steps = a.max_bad_steps;
-  o.time_limit_s = a.time_limit;
+  if ((want("--valid-rows") || want("--valid-tokens")) &&
+      (!a.d.valid_rows.empty() || a.d.data.empty()))
+    o.valid = a.d.valid_rows.empty() ? nlohmann::json()
+                                     : nlohmann::json{{"kind", "rows"}, {"path", a.d.valid_rows}};
+  for (const TrainOption& s : train_option_table())
+    if (s.flag && a.given(s.flag))
+      s.set(o, s.parse(s.kind == TrainOption::Bool ? "" : a.text.at(s.flag)));
   o.overwrite = a.overwrite;
   o.inject_nan_grad_steps = a.inject_nan;
   o.inject_nan_param_steps = a.inject_nan_param;
   o.inject_inf_state_steps = a.inject_inf_state;
 }
 
-// The options --resume applies: how the rest of the run is computed (transport, waves, expert
-// split), how long it is and how often it checkpoints and evaluates. Every other option is the
-// run's own (model, data, optimizer, seed, batch, micro-batch) and is refused by name: a flag is
-// never silently dropped.
-const std::vector<std::string> kResumableOptions = {
-    "--time-limit", "--steps",      "--transport",    "--waves",         "--ep",     "--ckpt-every",
-    "--keep-every", "--eval-every", "--eval-batches", "--max-bad-steps", "--threads"};
-// Besides those: --resume itself, --help, and the testing aids (fault injection).
-const std::vector<std::string> kAlwaysAccepted = {"--resume", "--help", "--inject-nan-grad",
+// Besides the table's options that may change on resume: --resume itself, --help, the process's
+// --threads, and the testing aids (fault injection).
+const std::vector<std::string> kAlwaysAccepted = {"--resume",           "--help",
+                                                  "--threads",          "--inject-nan-grad",
                                                   "--inject-nan-param", "--inject-inf-state"};
 
+// --resume applies the options the table lets change (OnResume) and refuses every other one by
+// name: a flag is never silently dropped. (Those a forecast binds are checked by the trainer,
+// which reads the run's state.)
 void refuse_unresumable(const TrainCli& a) {
-  auto listed = [](const std::vector<std::string>& names, const std::string& n) {
-    return std::find(names.begin(), names.end(), n) != names.end();
-  };
-  std::vector<std::string> refused;
+  std::vector<std::string> refused, resumable;
+  for (const TrainOption& s : train_option_table())
+    if (s.flag && s.on_resume != OnResume::No) resumable.push_back(s.flag);
   for (const CLI::Option* opt : a.app->get_options()) {
     if (opt->count() == 0 || opt->get_lnames().empty()) continue;
     const std::string name = "--" + opt->get_lnames().front();
-    if (!listed(kResumableOptions, name) && !listed(kAlwaysAccepted, name)) refused.push_back(name);
+    if (std::find(kAlwaysAccepted.begin(), kAlwaysAccepted.end(), name) != kAlwaysAccepted.end())
+      continue;
+    const TrainOption* s = find_train_option(name);
+    if (!s || s->on_resume == OnResume::No) refused.push_back(name);
   }
   if (!refused.empty())
     fail(
         "{} cannot change on --resume (the run keeps its own; --resume may change {}); use "
         "--fork-from CHECKPOINT --out NEW_RUN to start a new run with other options",
-        fmt::join(refused, ", "), fmt::join(kResumableOptions, ", "));
+        fmt::join(refused, ", "), fmt::join(resumable, ", "));
+}
+
+// The flags of the option table, each with its range, help and default (TrainOptions' own).
+void add_table_options(CLI::App& app, TrainCli& a) {
+  const TrainOptions defaults;
+  for (const TrainOption& s : train_option_table()) {
+    if (!s.flag) continue;
+    std::string help = s.help;
+    if (s.on_resume == OnResume::Yes) help += " (may change on --resume)";
+    if (s.on_resume == OnResume::NotWithForecast)
+      help += " (may change on --resume, except against a forecast)";
+    if (s.kind == TrainOption::Bool) {
+      app.add_flag(s.flag)->description(help);
+      continue;
+    }
+    CLI::Option* opt = app.add_option(s.flag, a.text[s.flag], help);
+    opt->type_name(s.kind == TrainOption::Int    ? "INT"
+                   : s.kind == TrainOption::Real ? "NUMBER"
+                                                 : "TEXT");
+    const nlohmann::json d = s.get(defaults);
+    opt->default_str(d.is_string() ? d.get<std::string>() : d.dump());
+    if (s.kind == TrainOption::Int)
+      opt->check(in_range<int64_t>(int64_t(s.lo), int64_t(s.hi)));
+    else if (s.kind == TrainOption::Real)
+      opt->check(in_range<double>(s.lo, s.hi, s.open_lo));
+    else if (s.kind == TrainOption::Choice)
+      opt->check(CLI::IsMember(s.choices));
+  }
 }
 
 int run_train(const TrainCli& a) {
@@ -133,7 +137,6 @@ int run_train(const TrainCli& a) {
   if (!a.resume.empty()) {
     refuse_unresumable(a);
     ResumeChanges changes;
-    changes.time_limit_s = a.time_limit;
     changes.edit = [&a](TrainOptions& o) { apply(a, o, /*only_given=*/true); };
     t = Trainer::resume(a.resume, nullptr, changes);
   } else if (!a.fork_from.empty()) {
@@ -143,9 +146,9 @@ int run_train(const TrainCli& a) {
     t = Trainer::fork(a.fork_from, a.out, o);
   } else {
     if (a.out.empty()) fail("give --out RUN_DIR for a new run (or --resume RUN_DIR)");
-    if (a.d.tokens.empty() && a.d.data.empty())
+    if (a.d.rows.empty() && a.d.data.empty())
       fail(
-          "give training data: --tokens FILE (pre-tokenized rows) or --data MIXTURE --token-dir "
+          "give training data: --rows FILE (pre-tokenized rows) or --data MIXTURE --token-dir "
           "DIR");
     TrainOptions o;
     const bool model_given = a.given("--preset") || a.given("--config") || a.given("--set");
@@ -188,8 +191,6 @@ MARIN_COMMAND(
       a->app = &app;
       a->model.add(app);
       a->d.add(app);
-      app.add_option("--forecast", a->forecast,
-                     "forecast.json (marin forecast): log predicted vs actual loss");
       app.add_option("--out", a->out, "run directory");
       auto* overwrite =
           app.add_flag("--overwrite", a->overwrite,
@@ -202,61 +203,7 @@ MARIN_COMMAND(
       app.add_option("--fork-from", a->fork_from,
                      "start a new run (--out) from this checkpoint with the options given")
           ->excludes(resume);
-      app.add_option("--batch", a->batch, "sequences per step (global: over all MPI ranks)")
-          ->default_val(8)
-          ->check(batch_range());
-      app.add_option("--micro-batch", a->micro_batch,
-                     "rows per forward; the step's micro-batches are shared by the MPI ranks and "
-                     "their gradients summed exactly (default: batch/4, or batch/2, or batch)")
-          ->check(in_range<int>(0, kMaxBatch));
-      app.add_option("--steps", a->steps, "total steps (schedule horizon)")
-          ->default_val(100)
-          ->check(steps_range());
-      app.add_option("--seed", a->seed, "initialisation seed")->default_val(0)->check(seed_range());
-      app.add_option("--optimizer", a->optimizer, "muonh (recipe) or adamw (baseline)")
-          ->check(CLI::IsMember({"muonh", "adamw"}));
-      app.add_option("--muonh-lr", a->muonh_lr, "peak MuonH/AdamH rate (default: §5 rule)")
-          ->check(rate_range());
-      app.add_option("--adam-lr", a->adam_lr, "peak Adam rate (default: §5 rule)")
-          ->check(rate_range());
-      app.add_option("--adamw-wd", a->adamw_wd, "weight decay of the adamw baseline")
-          ->check(rate_range());
-      app.add_option("--expert-radius", a->expert_radius, "layer (default) or expert")
-          ->check(CLI::IsMember({"layer", "expert"}));
-      app.add_flag("--gate-router-wd", a->gate_router_wd,
-                   "decay head gate and router weights by 0.02·(1 − t/T)");
-      app.add_option("--transport", a->transport,
-                     "dropless, capacity (recipe §8) or pooled (the hero's pooled waves); may "
-                     "change on --resume")
-          ->check(CLI::IsMember({"dropless", "capacity", "pooled"}));
-      app.add_option("--waves", a->waves, "waves of the pooled transport (may change on --resume)")
-          ->check(CLI::Range(int64_t(1), int64_t(64)));
-      app.add_option("--ep", a->ep,
-                     "expert parallelism: split the routed experts over groups of P ranks "
-                     "(P divides the rank count and num_experts; may change on --resume)")
-          ->check(CLI::Range(1, 1 << 20));
-      app.add_flag("--strict-data", a->strict_data,
-                   "refuse a run that would read its rows more than once (default: a warning)");
-      app.add_flag("--no-qb", a->no_qb, "disable QB router balancing");
-      app.add_option("--ckpt-every", a->ckpt_every, "rolling checkpoint every N steps")
-          ->check(period_range());
-      app.add_option("--keep-every", a->keep_every, "permanent checkpoint every N steps")
-          ->check(period_range());
-      app.add_option("--eval-every", a->eval_every, "validate every N steps")
-          ->check(period_range());
-      app.add_option("--eval-domains-every", a->eval_domains_every,
-                     "per-domain macro loss/BPB (as marin eval) every N steps and at the end")
-          ->check(period_range());
-      app.add_option("--eval-batches", a->eval_batches, "validation batches")
-          ->default_val(4)
-          ->check(in_range<int64_t>(1, int64_t(1) << 30));
-      app.add_option("--max-bad-steps", a->max_bad_steps,
-                     "consecutive non-finite steps before stopping")
-          ->default_val(3)
-          ->check(in_range<int>(1, 1 << 20));
-      app.add_option("--time-limit", a->time_limit,
-                     "stop with a checkpoint after this many seconds (0: none)")
-          ->check(in_range<double>(0, 1e9));
+      add_table_options(app, *a);
       app.add_option("--inject-nan-grad", a->inject_nan,
                      "testing aid: poison the gradient at these steps")
           ->group("");

@@ -64,4 +64,8 @@ int64_t physical_memory_bytes();
 // machine's physical memory: marin::Error with the bytes it would need and the bytes there are.
 void require_memory(int64_t bytes, std::string_view what);
 
+// Bounds shared by the command line and the run files (cli/options.hpp, train_option_table.cpp).
+inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // steps, and periods counted in steps
+inline constexpr int kMaxBatch = 1 << 24;                // sequences per step or forward pass
+
 }  // namespace marin

@@ -378,13 +378,17 @@ std::vector<TextShard> find_text_shards(const std::string& root,
 
 }  // namespace
 
+void encode_document(const Tokenizer& tok, std::string_view text, std::vector<uint32_t>& out) {
+  tok.encode_into(text, out);
+  if (const std::optional<uint32_t> eos = tok.eos()) out.push_back(*eos);
+}
+
 TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
   for (const auto& s : o.splits)
     if (s != "train" && s != "valid") fail("tokenize: split '{}' must be train or valid", s);
   const std::vector<TextShard> shards = find_text_shards(o.corpus, o.splits);
   uint64_t total = 0;
   for (const auto& s : shards) total += s.size;
-  const std::optional<uint32_t> eos = tok.eos();
   TokenManifest m;
   m.dir = o.out;
   m.tokenizer_hash = tok.hash();
@@ -417,8 +421,7 @@ TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
           if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
             fail("{}:{}: expected an object with a string field \"text\"", ts.path.string(), i + 1);
           const std::string& t = j["text"].get_ref<const std::string&>();
-          tok.encode_into(t, docs[i]);
-          if (eos) docs[i].push_back(*eos);
+          encode_document(tok, t, docs[i]);
           bytes[i] = t.size();
           keep[i] = 1;
         }

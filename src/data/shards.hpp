@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace marin {
@@ -135,9 +136,13 @@ struct TokenizeOptions {
   bool verify = true;    // check each text shard against the corpus manifest's xxh64
 };
 
-// Tokenizes every text shard of the corpus (each document: its text, then EOS if the tokenizer
-// has one), writes one token shard per text shard and TOKDIR/manifest.json, and returns the
-// manifest. marin::Error naming the file and line on unreadable or malformed input.
+// A document as token shards (and `marin rows`) store it: its text's ids, then EOS if the
+// tokenizer has one. Appends to out.
+void encode_document(const Tokenizer& tok, std::string_view text, std::vector<uint32_t>& out);
+
+// Tokenizes every text shard of the corpus (each document as encode_document makes it), writes one
+// token shard per text shard and TOKDIR/manifest.json, and returns the manifest. marin::Error
+// naming the file and line on unreadable or malformed input.
 TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& opts);
 
 }  // namespace marin

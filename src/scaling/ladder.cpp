@@ -314,7 +314,7 @@ void LadderConfig::set_mixture_data(const std::string& mixture_file, const std::
 void LadderConfig::finalize() {
   if (data_source.is_null())
     fail(
-        "ladder {}: no training data: add a [data] section or give --tokens/--valid-tokens or "
+        "ladder {}: no training data: add a [data] section or give --rows/--valid-rows or "
         "--data/--token-dir",
         path);
   if (data_source["kind"] == "rows") {

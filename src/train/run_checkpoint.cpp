@@ -53,6 +53,20 @@ void require_finite_state(const std::string& what, const ParamTable& table, cons
            table.params()[size_t(t)].name);
 }
 
+// checkpoints/latest: a relative symlink to the newest checkpoint, so commands and docs need no
+// machine-dependent step number. Replaced atomically (a new link renamed over the old one); a
+// file system without symlinks only loses the convenience, with a warning.
+void point_latest_at(const fs::path& root, const std::string& name) {
+  const fs::path link = root / "latest", tmp = root / "latest.tmp";
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(name, tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  if (ec)
+    fmt::print(stderr, "marin: warning: {}: cannot point it at {}: {}\n", link.string(), name,
+               ec.message());
+}
+
 }  // namespace
 
 bool checkpoint_known_finite(const std::string& ckpt_dir) {
@@ -100,6 +114,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
   fs::remove_all(final_dir, ec);
   fs::rename(tmp, final_dir, ec);
   if (ec) fail("{}: cannot publish checkpoint: {}", final_dir, ec.message());
+  point_latest_at(root, fs::path(final_dir).filename().string());
   fsync_dir(root);
   return final_dir;
 }
@@ -110,7 +125,7 @@ RunState read_run_state(const std::string& ckpt_dir) {
   RunState s;
   try {
     s.step = j.at("step").get<int64_t>();
-    s.options = TrainOptions::from_json(j.at("options"));
+    s.options = TrainOptions::from_json(j.at("options"), path + ": options");
     s.data_state = j.at("data");
     s.lineage = j.value("lineage", nlohmann::json());
   } catch (const nlohmann::json::exception& e) {

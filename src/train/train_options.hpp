@@ -56,15 +56,16 @@ struct TrainOptions {
   // micro-batch left at 0.
   void resolve_hparams();
   nlohmann::json to_json() const;
-  static TrainOptions from_json(const nlohmann::json& j);
+  // Every stored option range-checked by the table; errors name `where` ("…/state.json:
+  // options") and the field.
+  static TrainOptions from_json(const nlohmann::json& j, const std::string& where = "options");
 };
 
-// What `--resume` changes: the time limit, and an edit of the run's options by the options given
-// with it (the CLI refuses any that may not change: kResumableOptions). A changed transport,
-// waves or expert split is recorded in the run's lineage (recipe §8: the hero switched transport
-// mid-run from a checkpoint).
+// What `--resume` changes: an edit of the run's options by the options given with it (the CLI
+// refuses those the option table says may not change; the trainer those a forecast binds). A
+// changed transport, waves or expert split is recorded in the run's lineage (recipe §8: the hero
+// switched transport mid-run from a checkpoint).
 struct ResumeChanges {
-  double time_limit_s = 0;
   std::function<void(TrainOptions&)> edit;
 };
 

@@ -27,6 +27,7 @@
 #include "train/finite_check.hpp"
 #include "train/run_lock.hpp"
 #include "train/run_state_check.hpp"
+#include "train/train_option_table.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -206,7 +207,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   for (auto& r : optimizer_->regions()) sums.push_back({r.where.range, r.where.group, r.shards});
   grad_sum_ = std::make_unique<dist::ExactSum>(segments, table.total(), sums);
   data_ = make_batch_source(o.data, o);
-  if (!data_) fail("no training data given (--tokens or --data)");
+  if (!data_) fail("no training data given (--rows or --data)");
   // A run that needs more rows than its data holds repeats them: say so (or refuse).
   const int64_t distinct = data_->distinct_rows(), needed = o.steps * int64_t(o.batch);
   if (distinct > 0 && needed > distinct) {
@@ -286,15 +287,17 @@ std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
                                               std::shared_ptr<RunLock> lock) {
   RunState st = read_run_state(ckpt_dir);
   check_run_state(ckpt_dir, st);
-  st.options.time_limit_s = changes.time_limit_s;
+  st.options.time_limit_s = 0;  // each invocation's own (--time-limit, applied by the edit)
   const TrainOptions before = st.options;
   if (changes.edit) changes.edit(st.options);
+  if (!st.options.forecast.empty())
+    for (const TrainOption& s : train_option_table())
+      if (s.on_resume == OnResume::NotWithForecast && s.get(st.options) != s.get(before))
+        fail("{} cannot change on --resume of a run tracked against a forecast ({}: it binds them)",
+             s.flag, st.options.forecast);
   if (st.options.steps != before.steps) {
     if (st.options.steps < st.step)
       fail("--steps {}: {} has already done {} steps", st.options.steps, ckpt_dir, st.step);
-    if (!st.options.forecast.empty())
-      fail("--steps cannot change on --resume of a run tracked against a forecast ({})",
-           st.options.forecast);
     st.options.optim.total_steps = st.options.steps;  // the schedule's horizon moves with it
   }
   if (st.options.transport != before.transport || st.options.waves != before.waves ||
