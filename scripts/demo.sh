@@ -5,10 +5,11 @@
 #   per-domain validation loss and bits per byte on a fixed subset (with the contamination audit
 #   against the training text) → a summary: where everything is, and what to try next.
 # Everything is written under runs/demo/ (override with DEMO_DIR); safe to run again.
-# DEMO_MINUTES: the training budget (default 5); DEMO_STEPS: force a step count instead.
+# DEMO_MINUTES: the training budget (default 5); DEMO_STEPS: force a step count instead;
+# DEMO_NO_SETUP=1: use the binary already built (the README tour's test does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGET=marin scripts/setup.sh  # the tests are built by scripts/test.sh
+[ -n "${DEMO_NO_SETUP:-}" ] || TARGET=marin scripts/setup.sh  # the tests are built by scripts/test.sh
 
 B=build/bin/marin
 D=${DEMO_DIR:-runs/demo}
@@ -20,10 +21,10 @@ mkdir -p "$D"
 t0=$(date +%s)
 
 echo "== 1/5 tokenizer: byte-level BPE, 8192 tokens, trained on the fixture's training split"
-$B tokenizer train --vocab 8192 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
+$B tokenizer train --vocab-size 8192 --in data/fixture/*/train-*.jsonl --out "$D/tokenizer.json"
 
 echo "== 2/5 tokenize every domain (train and valid splits)"
-$B tokenize --vocab "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
+$B tokenize --tokenizer "$D/tokenizer.json" --corpus data/fixture --out "$D/tokens"
 
 echo "== 3/5 time a training step of cpu-small on this CPU"
 BENCH=$($B bench --preset cpu-small --batch 8 --train --iters 1 --warmup 1 --json 2>/dev/null | tail -n 1)
@@ -41,9 +42,9 @@ $B train --preset cpu-small --data configs/fixture_mixture.toml --token-dir "$D/
   --eval-batches 4 --keep-every "$STEPS" --time-limit $((MINUTES * 60 * 3)) --out "$D/run" \
   > "$D/train.json"
 
-CKPT=$(ls -d "$D"/run/checkpoints/step-* | sort | tail -n 1)
-echo "== 5/5 evaluate $CKPT on every validation domain (a fixed subset of 4,096 tokens each)"
-$B eval --checkpoint "$CKPT" --tokens "$D/tokens" --corpus data/fixture \
+CKPT="$D/run/checkpoints/latest"  # a link to the newest checkpoint
+echo "== 5/5 evaluate $CKPT ($(readlink "$CKPT")) on every validation domain (a fixed subset of 4,096 tokens each)"
+$B eval --checkpoint "$CKPT" --token-dir "$D/tokens" --corpus data/fixture \
   --train-corpus data/fixture --mixture configs/fixture_mixture.toml --max-tokens 4096 \
   --json "$D/eval.json" > /dev/null
 
@@ -69,6 +70,6 @@ print(f"""
        if isinstance(macro.get("loss"), (int, float)) and isinstance(macro.get("bpb"), (int, float)) else "") + f"""
    next:
      build/bin/marin sample --checkpoint {ckpt} --prompt "In the beginning" --max-tokens 64
-     build/bin/marin eval --checkpoint {ckpt} --tokens {d}/tokens --corpus data/fixture
+     build/bin/marin eval --checkpoint {ckpt} --token-dir {d}/tokens --corpus data/fixture
      build/bin/marin train --resume {d}/run --steps {len(m) + 50}   # 50 more steps""")
 PY

@@ -35,7 +35,7 @@ class ResumeState : public ::testing::Test {
     tmp_ = new TempDir("resume-state");
     write_rows(tmp_->str("rows.bin"), 48);
     auto r =
-        run("train" + kArgs + " --tokens " + tmp_->str("rows.bin") + " --out " + tmp_->str("run"));
+        run("train" + kArgs + " --rows " + tmp_->str("rows.bin") + " --out " + tmp_->str("run"));
     ASSERT_EQ(r.code, 0) << r.out;
   }
   static void TearDownTestSuite() { delete tmp_; }
@@ -119,7 +119,7 @@ TEST_F(ResumeState, DamagedStateFallsBackToThePreviousCheckpoint) {
       [](const std::string& c) {
         edit_state(c, [](json& j) { j["options"]["optimizer"]["muonh_lr"] = 1e30; });
       },
-      "state.json: options.optimizer.muonh_lr = 1e+30 is inconsistent (expected a number in [0, "
+      "state.json: options.optimizer.muonh_lr = 1e+30 is invalid (expected a value in [0, "
       "1])");
   expect_fallback(
       "files", [](const std::string& c) { edit_state(c, [](json& j) { j.erase("files"); }); },
