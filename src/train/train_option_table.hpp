@@ -22,20 +22,22 @@ enum class OnResume {
 
 struct TrainOption {
   enum Kind { Int, Real, Bool, Choice, Text };
-  const char* flag;  // "--steps"; nullptr: not a command-line option (derived)
-  const char* key;   // JSON pointer under "options", "/optimizer/muonh_lr"; nullptr: not stored
-  Kind kind;
+  // Every member has a default, so the table names only what differs (designated initializers).
+  const char* flag = nullptr;  // "--steps"; nullptr: not a command-line option (derived)
+  const char* key =
+      nullptr;  // JSON pointer under "options", "/optimizer/muonh_lr"; nullptr: not stored
+  Kind kind = Int;
   double lo = 0, hi = 0;  // Int and Real: the range [lo, hi] ((lo, hi] when open_lo)
   bool open_lo = false;
-  std::vector<std::string> choices;  // Choice
+  std::vector<std::string> choices = {};  // Choice
   // Bool: the flag sets the value to !negate (--no-qb clears qb).
   bool negate = false;
   // Absent from a run.json written before the option existed: the default is taken.
   bool optional = false;
   OnResume on_resume = OnResume::No;
   const char* help = "";
-  std::function<nlohmann::json(const TrainOptions&)> get;
-  std::function<void(TrainOptions&, const nlohmann::json&)> set;
+  std::function<nlohmann::json(const TrainOptions&)> get = {};
+  std::function<void(TrainOptions&, const nlohmann::json&)> set = {};
 
   // The value of `text` as given on the command line (already range-checked by the CLI).
   nlohmann::json parse(const std::string& text) const;
