@@ -39,23 +39,10 @@ std::vector<Window> plan_windows(uint64_t n, int64_t seq_len, int64_t stride) {
   return w;
 }
 
-namespace {
-
-struct TransportGuard {
-  Model<float>& m;
-  Transport saved;
-  explicit TransportGuard(Model<float>& model) : m(model), saved(model.transport) {
-    m.transport = Transport::Dropless;
-  }
-  ~TransportGuard() { m.transport = saved; }
-};
-
-}  // namespace
-
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
                                       const std::function<void(uint64_t)>& progress,
                                       dist::Comm* group) {
-  TransportGuard guard(m);
+  DroplessScope guard(m);
   const int64_t S = m.config().seq_len;
   const int B = m.max_batch();
   if (stride <= 0) stride = std::max<int64_t>(1, S / 2);
@@ -385,7 +372,7 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
       r.all.add(scores[d], docs.size(d), b);
       if (!rep.audited) continue;
       const Overlap& ov = overlap[d];
-      const bool contaminated = ov.ngrams > 0 && ov.found > 0 && ov.fraction() > o.threshold;
+      const bool contaminated = is_contaminated(ov, o.threshold);
       (contaminated ? r.contaminated : r.clean).add(scores[d], docs.size(d), b);
       if (ov.ngrams == 0) {
         ++r.unchecked;
