@@ -264,20 +264,11 @@ std::string collapse(std::string_view s) {
   return join(words_of(s), 0, words_of(s).size());
 }
 
-// Case-insensitive ASCII replacement of every occurrence of `word` (masking the headword).
-std::string mask(std::string s, const std::string& word) {
-  if (word.empty()) return s;
-  auto lower = [](std::string x) {
-    for (char& c : x) c = char(std::tolower(static_cast<unsigned char>(c)));
-    return x;
-  };
-  const std::string lw = lower(word);
-  std::string ls = lower(s);
-  for (size_t p = ls.find(lw); p != std::string::npos; p = ls.find(lw, p + 3)) {
-    s.replace(p, lw.size(), "___");
-    ls.replace(p, lw.size(), "___");
-  }
-  return s;
+// Whether the normalised words of `head` occur, in order and adjacent, in those of `text`.
+bool mentions(const std::string& text, const std::string& head) {
+  const auto t = normalize_words(text), h = normalize_words(head);
+  if (h.empty() || h.size() > t.size()) return false;
+  return std::search(t.begin(), t.end(), h.begin(), h.end()) != t.end();
 }
 
 Written cloze_definitions(const std::vector<Doc>& docs, const BuildTasksOptions& o) {
@@ -314,9 +305,11 @@ Written cloze_definitions(const std::vector<Doc>& docs, const BuildTasksOptions&
         cut = i + 1;
         break;
       }
-    def = mask(join(w, 0, cut), collapse(head));
+    def = join(w, 0, cut);
     head = collapse(head);
-    if (words_of(def).size() < 3 || head.empty()) continue;
+    // A definition that names its headword gives the answer away: such entries are left out
+    // (masking it would mark the gold choice instead).
+    if (words_of(def).size() < 3 || head.empty() || mentions(def, head)) continue;
     cands.push_back({d.domain + "/" + d.id, head, def, d.domain, {{"domain", d.domain}}});
   }
   const uint64_t n = cands.size();
