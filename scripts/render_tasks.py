@@ -402,7 +402,7 @@ def main():
     tmp = f"{a.out}.tmp.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         for obj in lines:
-            f.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
+            f.write(json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, a.out)

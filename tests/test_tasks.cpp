@@ -171,6 +171,12 @@ TEST(Tasks, ContinuationTokensFollowTheHarness) {
   EXPECT_EQ(t.seq.size(), 65u);
   const auto all = s.tok.encode(longer + " void");
   EXPECT_EQ(t.seq.back(), int32_t(all.back()));
+  EXPECT_FALSE(t.cut);
+  // A continuation longer than seq_len: its last seq_len tokens are scored, and it is counted.
+  const eval::LLRequest c = eval::continuation_request(s.tok, "And", " " + longer, 64, 0);
+  EXPECT_TRUE(c.cut);
+  EXPECT_EQ(c.n_score, 64);
+  EXPECT_EQ(c.seq.size(), 65u);
 }
 
 TEST(Tasks, RollingEqualsOneForwardWhenItFits) {
@@ -467,6 +473,42 @@ TEST(Tasks, ItemsAreTaggedByTheAudit) {
   EXPECT_EQ(j["marin"]["tasks"]["brute"]["contaminated"]["n"], 1);
   EXPECT_EQ(j["marin"]["tasks"]["brute"]["items"][1]["contaminated"], true);
   EXPECT_EQ(j["marin"]["tasks"]["brute"]["items"][1]["id"], "1");
+}
+
+TEST(Tasks, CliBuildsAndScoresTasksInTheHarnessLayout) {
+  TempDir d("tasks-cli");
+  auto r = testing::run("init --preset tiny --seed 3 --out " + d.str("ck"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  setup().tok.save_json(d.str("ck/tokenizer.json"));
+  r = testing::run("tasks build --corpus " + kFixture + " --out " + d.str("tasks") +
+                   " --tasks lambada_style,cloze_definitions --max-items 20");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("most_frequent_earlier_word"), std::string::npos) << r.out;
+  r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks lambada_style,cloze_definitions" +
+                   " --task-dir " + d.str("tasks") + " --limit 6 --log-samples --train-corpus " +
+                   kFixture + " --train-domains dict_jargon,dict_devil,bible_kjv --quiet --json " +
+                   d.str("r.json") + " --bootstrap-iters 200");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cloze_definitions"), std::string::npos) << r.out;
+  const json j = json::parse(read_file(d.str("r.json")));
+  for (const char* t : {"lambada_style", "cloze_definitions"}) {
+    EXPECT_EQ(j["n-samples"][t]["effective"], 6) << t;
+    EXPECT_EQ(j["n-samples"][t]["original"], 20) << t;
+    EXPECT_EQ(j["versions"][t], 1.0) << t;
+    EXPECT_EQ(j["samples"][t].size(), 6u) << t;
+    EXPECT_EQ(j["marin"]["tasks"][t]["items"].size(), 6u) << t;
+    EXPECT_EQ(j["marin"]["tasks"][t]["clean"]["n"].get<int>() +
+                  j["marin"]["tasks"][t]["contaminated"]["n"].get<int>(),
+              6);
+  }
+  EXPECT_TRUE(j["results"]["lambada_style"]["perplexity_stderr,none"].is_number());
+  EXPECT_TRUE(j["results"]["cloze_definitions"]["acc_norm,none"].is_number());
+  EXPECT_EQ(j["config"]["limit"], 6);
+  // A name that is not in the task directory.
+  r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks nosuch --task-dir " +
+                   d.str("tasks") + " --quiet");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no task 'nosuch'"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -180,6 +180,13 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
   fs::path dir = o.out_dir;
   if (dir.empty()) dir = fs::temp_directory_path() / fmt::format("marin-tasks-{}", getpid());
   fs::create_directories(dir);
+  struct Cleanup {  // the temporary directory goes, whatever the renderer or reader says
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{o.out_dir.empty() ? dir : fs::path()};
   const std::string out = (dir / (fs::path(yaml).stem().string() + ".rendered.jsonl")).string();
   const std::string err_file = out + ".stderr";
   std::vector<std::string> args{
@@ -201,12 +208,11 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
   std::string msg = fs::exists(err_file) ? read_file(err_file) : "";
   fs::remove(err_file);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     fail("{}",
          msg.empty() ? fmt::format("{}: the task renderer failed (status {})", yaml, status) : msg);
-  TaskItems t = read_task_items(out);
-  if (o.out_dir.empty()) fs::remove_all(dir);
-  return t;
+  }
+  return read_task_items(out);
 }
 
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,

@@ -121,16 +121,13 @@ LLRequest continuation_request(const Tokenizer& tok, std::string_view context,
   }
   MARIN_CHECK(!c.empty(), "tasks: the continuation {:?} has no tokens after its context",
               std::string(continuation));
-  MARIN_CHECK(int64_t(c.size()) <= seq_len,
-              "tasks: a continuation of {} tokens does not fit seq_len {} (it starts {:?})",
-              c.size(), seq_len, std::string(continuation.substr(0, 40)));
   LLRequest r;
   const size_t keep_tokens = std::min(whole.size(), size_t(seq_len) + 1);
   r.seq.assign(whole.end() - int64_t(keep_tokens), whole.end());
-  r.n_score = int64_t(c.size());
-  if (int64_t(r.seq.size()) == r.n_score) {  // nothing before the continuation: cannot happen
-    fail("tasks: internal: continuation without context");
-  }
+  // A continuation longer than seq_len (the harness cannot score one): its last seq_len tokens
+  // are scored, reading the ones before; counted as cut.
+  r.n_score = std::min<int64_t>(int64_t(c.size()), seq_len);
+  r.cut = int64_t(c.size()) > seq_len;
   return r;
 }
 
@@ -310,7 +307,7 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
       s.bytes[i] = it.target.size();
     }
   }
-  for (const auto& q : reqs) r.tokens += q.seq.size() - 1;
+  for (const auto& q : reqs) r.tokens += q.seq.size() - 1, r.cut += q.cut;
   r.requests = reqs.size();
   const std::vector<LLResult> res = score_requests(m, reqs, begin);
   s.ll.resize(r.effective);
@@ -430,11 +427,9 @@ json TaskResults::to_json(const json& run_config) const {
     hib[t.task] = h;
     nsamples[t.task] = {{"original", t.original}, {"effective", t.effective}};
     subtasks[t.task] = json::array();
-    json mj = {{"items_hash", t.items_hash},
-               {"requests", t.requests},
-               {"tokens", t.tokens},
-               {"seconds", t.seconds},
-               {"items_per_s", t.items_per_s()}};
+    json mj = {{"items_hash", t.items_hash}, {"cut_continuations", t.cut},
+               {"requests", t.requests},     {"tokens", t.tokens},
+               {"seconds", t.seconds},       {"items_per_s", t.items_per_s()}};
     if (t.audited) {
       json cl = metrics_json(t.clean), co = metrics_json(t.contaminated);
       cl["n"] = t.n_clean;
@@ -496,6 +491,12 @@ std::string TaskResults::table() const {
     s += fmt::format("{}: version {}, {}-shot, items {} (xxh64 {}), {:.1f} items/s\n", t.task,
                      t.version.is_null() ? "-" : t.version.dump(), t.num_fewshot, t.effective,
                      t.items_hash, t.items_per_s());
+  for (const TaskResult& t : tasks)
+    if (t.cut)
+      s += fmt::format(
+          "{}: warning: {} continuations are longer than seq_len: only their last "
+          "seq_len tokens are scored\n",
+          t.task, t.cut);
   if (audited)
     s += fmt::format(
         "contaminated: {}-gram overlap > {} with the training text (items with "

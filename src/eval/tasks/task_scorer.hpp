@@ -5,7 +5,9 @@
 //    context's trailing whitespace moved to the continuation; an empty context is the prefix token
 //    (EOS, the document separator the model was trained with); the continuation of a
 //    multiple-choice or loglikelihood item is target_delimiter + choice/target;
-//  * the sequence context + continuation is cut to its last seq_len + 1 tokens (left truncation);
+//  * the sequence context + continuation is cut to its last seq_len + 1 tokens (left truncation;
+//    a continuation longer than seq_len, which the harness cannot score, has its last seq_len
+//    tokens scored and is counted in TaskResult::cut);
 //    its log-likelihood is the sum of the continuation's token log-probabilities, and it is
 //    greedy when every continuation token is the argmax;
 //  * loglikelihood_rolling: the harness's rolling windows (first window after the prefix token,
@@ -38,6 +40,7 @@ namespace marin::eval {
 struct LLRequest {
   std::vector<int32_t> seq;
   int64_t n_score = 0;
+  bool cut = false;  // the continuation was longer than seq_len: only its last seq_len scored
 };
 struct LLResult {
   double ll = 0;       // Σ log p of the scored tokens (nats)
@@ -95,6 +98,7 @@ struct TaskResult {
   nlohmann::json samples = nlohmann::json::array();
   double seconds = 0;
   uint64_t requests = 0, tokens = 0;
+  uint64_t cut = 0;  // continuations longer than seq_len (their last seq_len tokens scored)
   double items_per_s() const { return seconds > 0 ? double(effective) / seconds : 0.0; }
 };
 
