@@ -359,7 +359,7 @@ class Task:
                 else:
                     shots = rnd.sample(pool, num_fewshot + (pool_split == split))
                 if pool_split == split:
-                    shots = [d for d in shots if d is not doc][:num_fewshot]
+                    shots = [d for d in shots if d != doc][:num_fewshot]
                 ctx += self.fewshot_delimiter.join(
                     self.doc_to_text(d, pool_feats, "few-shot example") + self.target_delimiter +
                     self.target_string(d, pool_feats, "few-shot example") for d in shots
