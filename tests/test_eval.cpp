@@ -470,6 +470,17 @@ TEST(Audit, CliReportsPlantedDocuments) {
   const json j = json::parse(read_file(t.str("r.json")));
   EXPECT_EQ(j["domains"]["alpha"]["contaminated"]["documents"], 2);
   EXPECT_EQ(j["domains"]["gamma"]["contaminated"]["documents"], 1);
+  // Which documents, not only how many: every audited document with its overlap and flag.
+  std::set<std::string> flagged;
+  for (const auto& [dom, d] : j["domains"].items()) {
+    EXPECT_EQ(d["audited_documents"].size(), f.valid.at(dom).size()) << dom;
+    for (const auto& doc : d["audited_documents"])
+      if (doc["contaminated"].get<bool>()) {
+        flagged.insert(doc["id"].get<std::string>());
+        EXPECT_DOUBLE_EQ(doc["overlap"].get<double>(), 1.0);
+      }
+  }
+  EXPECT_EQ(flagged, f.planted);
   EXPECT_TRUE(j["domains"]["beta"]["contaminated"]["mean_ce"].is_null());
   EXPECT_EQ(j["macro_contaminated"]["domains"], 2);
   EXPECT_EQ(j["audit"]["n"], 13);

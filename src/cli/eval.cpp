@@ -20,6 +20,8 @@
 #include "eval/contamination.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
+#include "eval/tasks/task_items.hpp"
+#include "eval/tasks/task_scorer.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin::cli {
@@ -42,6 +44,14 @@ struct EvalArgs {
   double bloom_mb = 2048;
   bool no_audit = false, skip_empty = false, quiet = false;
   int threads = 2;
+  // Downstream tasks (docs/evaluation.md, "Downstream tasks").
+  std::vector<std::string> tasks;
+  std::string task_dir;
+  uint64_t limit = 0;
+  int num_fewshot = -1;  // -1: the task's own
+  int fewshot_seed = 1234;
+  uint64_t bootstrap_iters = 100000;
+  bool log_samples = false;
 };
 
 // The training options of the run a checkpoint belongs to: CKPT/state.json (a run checkpoint),
@@ -74,53 +84,76 @@ std::string existing_dir(const std::string& p) {
   return !p.empty() && fs::is_directory(p) ? p : "";
 }
 
-int run_eval(EvalArgs a) {
-  const ModelConfig cfg = load_config(a.checkpoint);
-  // Where the training data is described, in order: --train-domains, --mixture, the run.
-  std::optional<eval::TrainText> train;
-  std::string train_from;
-  const auto run = (a.train_domains.empty() && a.mixture.empty()) || a.tokens.empty()
-                       ? run_options(a)
-                       : std::nullopt;
-  std::string run_tokens;
+// The training data, in order: --train-domains, --mixture, the run's mixture (run_tokens: the
+// run's token directory, "" when there is no run with a mixture). The text corpus defaults to
+// --train-corpus, then the run tokens' corpus, then `eval_corpus`.
+struct TrainingData {
+  std::optional<eval::TrainText> text;
+  std::string from, run_tokens;
+};
+TrainingData training_data(const EvalArgs& a, bool need_run, const std::string& eval_corpus) {
+  TrainingData t;
+  const auto run = need_run ? run_options(a) : std::nullopt;
   std::optional<MixtureConfig> run_mix;
   if (run) {
     const json& data = run->first.value("data", json());
     if (data.is_object() && data.value("kind", "") == "mixture") {
-      run_tokens = data.value("tokens", "");
+      t.run_tokens = data.value("tokens", "");
       if (data.contains("mixture"))
         run_mix = MixtureConfig::from_json(data["mixture"], run->second + ":data.mixture");
     }
   }
-  if (a.tokens.empty()) a.tokens = run_tokens;
+  if (a.no_audit) return t;
+  if (!a.train_domains.empty()) {
+    t.text = eval::TrainText::of_domains(a.train_corpus, a.train_domains);
+    t.from = "--train-domains";
+  } else if (!a.mixture.empty()) {
+    t.text = eval::TrainText{a.train_corpus, eval::mixture_sources(MixtureConfig::load(a.mixture))};
+    t.from = a.mixture;
+  } else if (run_mix) {
+    t.text = eval::TrainText{a.train_corpus, eval::mixture_sources(*run_mix)};
+    t.from = run->second;
+    if (t.text->corpus.empty() && !t.run_tokens.empty())
+      t.text->corpus = existing_dir(TokenManifest::load(t.run_tokens).corpus);
+  }
+  if (t.text && t.text->corpus.empty()) t.text->corpus = eval_corpus;
+  return t;
+}
+
+std::optional<eval::NgramIndex> build_index(const EvalArgs& a,
+                                            const std::optional<eval::TrainText>& train) {
+  if (!train) return std::nullopt;
+  eval::IndexOptions io;
+  io.n = a.ngram;
+  io.target_fp = a.fp_rate;
+  io.max_bytes = uint64_t(a.bloom_mb * double(1 << 20));
+  io.threads = a.threads;
+  io.progress = !a.quiet && dist::world().is_root();
+  return eval::build_ngram_index(*train, io);
+}
+
+int run_task_eval(const EvalArgs& a);
+
+int run_eval(EvalArgs a) {
+  if (!a.tasks.empty()) return run_task_eval(a);
+  const ModelConfig cfg = load_config(a.checkpoint);
+  // Where the training data is described, in order: --train-domains, --mixture, the run.
+  const bool need_run = (a.train_domains.empty() && a.mixture.empty()) || a.tokens.empty();
+  if (a.tokens.empty()) a.tokens = training_data(a, need_run, "").run_tokens;
   MARIN_CHECK(!a.tokens.empty(),
               "eval: --token-dir is required (no run directory with a mixture to take it from)");
   const TokenManifest man = TokenManifest::load(a.tokens);
   if (a.corpus.empty()) a.corpus = existing_dir(man.corpus);
-
-  if (!a.no_audit) {
-    if (!a.train_domains.empty()) {
-      train = eval::TrainText::of_domains(a.train_corpus, a.train_domains);
-      train_from = "--train-domains";
-    } else if (!a.mixture.empty()) {
-      train =
-          eval::TrainText{a.train_corpus, eval::mixture_sources(MixtureConfig::load(a.mixture))};
-      train_from = a.mixture;
-    } else if (run_mix) {
-      train = eval::TrainText{a.train_corpus, eval::mixture_sources(*run_mix)};
-      train_from = run->second;
-      if (train->corpus.empty() && !run_tokens.empty())
-        train->corpus = existing_dir(TokenManifest::load(run_tokens).corpus);
-    }
-    if (train && train->corpus.empty()) train->corpus = a.corpus;
-    if (train && train->corpus.empty())
-      fail("eval: the training text is needed for the contamination audit: give --train-corpus");
-    if (train && a.corpus.empty())
-      fail(
-          "eval: the evaluation text is needed for the contamination audit: give --corpus "
-          "(the manifest of {} names {}, which does not exist here)",
-          a.tokens, man.corpus);
-  }
+  const TrainingData td = training_data(a, need_run, a.corpus);
+  const std::optional<eval::TrainText>& train = td.text;
+  const std::string& train_from = td.from;
+  if (train && train->corpus.empty())
+    fail("eval: the training text is needed for the contamination audit: give --train-corpus");
+  if (train && a.corpus.empty())
+    fail(
+        "eval: the evaluation text is needed for the contamination audit: give --corpus "
+        "(the manifest of {} names {}, which does not exist here)",
+        a.tokens, man.corpus);
 
   // The tokenizer check.
   uint64_t tok_hash = 0;
@@ -146,16 +179,7 @@ int run_eval(EvalArgs a) {
   Model<float> m(cfg, a.batch);
   load_params(a.checkpoint, m.table(), m.params().data(), a.allow_nonfinite);
 
-  std::optional<eval::NgramIndex> index;
-  if (train) {
-    eval::IndexOptions io;
-    io.n = a.ngram;
-    io.target_fp = a.fp_rate;
-    io.max_bytes = uint64_t(a.bloom_mb * double(1 << 20));
-    io.threads = a.threads;
-    io.progress = !a.quiet && dist::world().is_root();
-    index = eval::build_ngram_index(*train, io);
-  }
+  const std::optional<eval::NgramIndex> index = build_index(a, train);
 
   eval::EvalOptions o;
   o.token_dir = a.tokens;
@@ -200,6 +224,63 @@ int run_eval(EvalArgs a) {
     j["tokenizer_hash"] = hex64(man.tokenizer_hash);
     j["tokenizer_checked"] = !tok_path.empty();
     if (index) j["audit"]["from"] = train_from;
+    write_file_atomic(a.json_out, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+// marin eval --tasks: harness tasks scored on the checkpoint, with the audit's split.
+int run_task_eval(const EvalArgs& a) {
+  const ModelConfig cfg = load_config(a.checkpoint);
+  std::string tok_path = a.tokenizer;
+  if (tok_path.empty()) tok_path = (fs::path(a.checkpoint) / "tokenizer.json").string();
+  MARIN_CHECK(fs::exists(tok_path),
+              "eval --tasks: {} does not exist: give the model's tokenizer with --tokenizer",
+              tok_path);
+  const Tokenizer tok = Tokenizer::load(tok_path);
+  const TrainingData td = training_data(a, a.train_domains.empty() && a.mixture.empty(), a.corpus);
+  if (td.text && td.text->corpus.empty())
+    fail("eval: the training text is needed for the contamination audit: give --train-corpus");
+  eval::RenderOptions ro;
+  if (a.num_fewshot >= 0) ro.num_fewshot = a.num_fewshot;
+  ro.fewshot_seed = a.fewshot_seed;
+  std::vector<eval::TaskItems> tasks;
+  for (const std::string& f : eval::resolve_task_files(a.tasks, a.task_dir))
+    tasks.push_back(eval::load_task_file(f, ro));
+  const std::optional<eval::NgramIndex> index = build_index(a, td.text);
+
+  MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);
+  Model<float> m(cfg, a.batch);
+  load_params(a.checkpoint, m.table(), m.params().data(), a.allow_nonfinite);
+  eval::TaskOptions o;
+  o.limit = a.limit;
+  o.index = index ? &*index : nullptr;
+  o.threshold = a.threshold;
+  o.log_samples = a.log_samples;
+  o.bootstrap_iters = a.bootstrap_iters;
+  o.progress = !a.quiet && dist::world().is_root();
+  const eval::TaskResults r = eval::score_tasks(m, tok, tasks, o);
+  if (!dist::world().is_root()) return 0;
+  fmt::print("checkpoint {} (seq_len {}), tokenizer {}\n", a.checkpoint, cfg.seq_len, tok_path);
+  if (index)
+    fmt::print("contamination audit: {}-grams of {} (from {}): {} n-grams\n", index->n,
+               index->source.corpus, td.from, index->ngrams);
+  else
+    fmt::print("contamination audit: off (training data unknown)\n");
+  fmt::print("{}", r.table());
+  if (!a.json_out.empty()) {
+    const json run = {{"model", "marin"},
+                      {"model_args", "checkpoint=" + a.checkpoint},
+                      {"batch_size", a.batch},
+                      {"limit", a.limit ? json(a.limit) : json(nullptr)},
+                      {"num_fewshot", a.num_fewshot >= 0 ? json(a.num_fewshot) : json(nullptr)},
+                      {"fewshot_seed", a.fewshot_seed},
+                      {"bootstrap_iters", a.bootstrap_iters},
+                      {"seq_len", cfg.seq_len},
+                      {"tokenizer", tok_path},
+                      {"tokenizer_hash", hex64(tok.hash())}};
+    json j = r.to_json(run);
+    if (index) j["marin"]["audit"]["from"] = td.from;
     write_file_atomic(a.json_out, j.dump(2) + "\n");
   }
   return 0;
@@ -269,6 +350,22 @@ MARIN_COMMAND(
           ->check(threads_range());
       app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
       app.add_flag("--allow-nonfinite", a->allow_nonfinite, kAllowNonfiniteHelp);
+      app.add_option("--tasks", a->tasks,
+                     "score downstream tasks instead of domains: names (in --task-dir), harness "
+                     "YAML files or rendered JSONL, comma-separated")
+          ->delimiter(',');
+      app.add_option("--task-dir", a->task_dir, "where task names are found (marin tasks build)");
+      app.add_option("--limit", a->limit, "score the first N items of each task (0: all)");
+      app.add_option("--num-fewshot", a->num_fewshot,
+                     "few-shot examples per item (default: the task's num_fewshot)")
+          ->check(in_range<int>(0, 1000));
+      app.add_option("--fewshot-seed", a->fewshot_seed, "seed of the few-shot draw")
+          ->capture_default_str();
+      app.add_option("--bootstrap-iters", a->bootstrap_iters,
+                     "bootstrap resamples for the perplexity's standard error")
+          ->capture_default_str();
+      app.add_flag("--log-samples", a->log_samples,
+                   "put every item's context, choices and log-likelihoods in the --json output");
       return [a] { return run_eval(*a); };
     });
 

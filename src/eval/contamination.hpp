@@ -121,6 +121,11 @@ struct Overlap {
   double fraction() const { return ngrams ? double(found) / double(ngrams) : 0.0; }
 };
 Overlap document_overlap(const NgramIndex& index, std::string_view text);
+// The audit's decision (docs/evaluation.md): some n-gram was found and the overlap fraction is
+// above the threshold. A text with fewer than n words (no n-gram) is never contaminated.
+inline bool is_contaminated(const Overlap& o, double threshold) {
+  return o.ngrams > 0 && o.found > 0 && o.fraction() > threshold;
+}
 
 // --- Decontamination (Paloma's paragraph rule) ---
 struct DecontaminateOptions {

@@ -39,23 +39,10 @@ std::vector<Window> plan_windows(uint64_t n, int64_t seq_len, int64_t stride) {
   return w;
 }
 
-namespace {
-
-struct TransportGuard {
-  Model<float>& m;
-  Transport saved;
-  explicit TransportGuard(Model<float>& model) : m(model), saved(model.transport) {
-    m.transport = Transport::Dropless;
-  }
-  ~TransportGuard() { m.transport = saved; }
-};
-
-}  // namespace
-
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
                                       const std::function<void(uint64_t)>& progress,
                                       dist::Comm* group) {
-  TransportGuard guard(m);
+  DroplessScope guard(m);
   const int64_t S = m.config().seq_len;
   const int B = m.max_batch();
   if (stride <= 0) stride = std::max<int64_t>(1, S / 2);
@@ -168,6 +155,14 @@ json DomainResult::to_json() const {
     j["unchecked_short_documents"] = unchecked;
     j["mean_overlap"] = mean_overlap;
     j["expected_false_positive_documents"] = expected_false_positives;
+    json docs = json::array();
+    for (const AuditedDocument& d : documents)
+      docs.push_back({{"id", d.id},
+                      {"ngrams", d.overlap.ngrams},
+                      {"found", d.overlap.found},
+                      {"overlap", d.overlap.fraction()},
+                      {"contaminated", d.contaminated}});
+    j["audited_documents"] = docs;
   }
   return j;
 }
@@ -318,6 +313,7 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
     DocTokens docs;
     std::vector<uint64_t> bytes;
     std::vector<Overlap> overlap;
+    std::vector<std::string> ids;  // of the audited documents
     uint64_t header_bytes = 0;
     uint64_t budget = o.max_tokens;  // what is left of the domain's token budget
     for (const TokenShardInfo& info : man.find(domain, o.split)) {
@@ -343,13 +339,19 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
         fail("text corpus {}: {} is missing (the token shard {} was made from it)", o.corpus,
              text.string(), man.path(info));
       uint64_t n = 0, b = 0;
-      for_each_jsonl_document(text.string(), [&](uint64_t, std::string_view, const std::string& t) {
-        const bool take = n < taken.size() && taken[n];
-        ++n, b += t.size();
-        if (!take) return;
-        bytes.push_back(t.size());
-        if (o.index) overlap.push_back(document_overlap(*o.index, t));
-      });
+      for_each_jsonl_document(
+          text.string(), [&](uint64_t line, std::string_view raw, const std::string& t) {
+            const bool take = n < taken.size() && taken[n];
+            ++n, b += t.size();
+            if (!take) return;
+            bytes.push_back(t.size());
+            if (!o.index) return;
+            overlap.push_back(document_overlap(*o.index, t));
+            const json j = json::parse(raw);  // already checked by for_each_jsonl_document
+            ids.push_back(j.contains("id") && j["id"].is_string()
+                              ? j["id"].get<std::string>()
+                              : fmt::format("{}:{}", text.filename().string(), line));
+          });
       if (n != sh.documents() || b != sh.header().text_bytes)
         fail(
             "{} has {} documents ({} bytes) but its token shard {} has {} documents ({} bytes): "
@@ -385,8 +387,9 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
       r.all.add(scores[d], docs.size(d), b);
       if (!rep.audited) continue;
       const Overlap& ov = overlap[d];
-      const bool contaminated = ov.ngrams > 0 && ov.found > 0 && ov.fraction() > o.threshold;
+      const bool contaminated = is_contaminated(ov, o.threshold);
       (contaminated ? r.contaminated : r.clean).add(scores[d], docs.size(d), b);
+      r.documents.push_back({ids[d], ov, contaminated});
       if (ov.ngrams == 0) {
         ++r.unchecked;
       } else {

@@ -50,6 +50,19 @@ struct Window {
 // The windows of a document of n tokens (none when n < 2); see the rule above.
 std::vector<Window> plan_windows(uint64_t n, int64_t seq_len, int64_t stride);
 
+// Forces dropless transport on a model for a scope (evaluation is always dropless, recipe §8)
+// and restores the model's own transport after it.
+struct DroplessScope {
+  Model<float>& m;
+  Transport saved;
+  explicit DroplessScope(Model<float>& model) : m(model), saved(model.transport) {
+    m.transport = Transport::Dropless;
+  }
+  ~DroplessScope() { m.transport = saved; }
+  DroplessScope(const DroplessScope&) = delete;
+  DroplessScope& operator=(const DroplessScope&) = delete;
+};
+
 struct DocScore {
   double ce = 0;             // Σ CE (nats) over the document's predictions
   uint64_t predictions = 0;  // n − 1 for a document of n ≥ 1 tokens
@@ -95,14 +108,25 @@ struct Subset {
   nlohmann::json to_json() const;  // mean_ce / bpb are null when empty
 };
 
+// One audited document: its id (the corpus's "id", else FILE:LINE), its n-gram overlap with the
+// training text and the decision.
+struct AuditedDocument {
+  std::string id;
+  Overlap overlap;
+  bool contaminated = false;
+};
+
 struct DomainResult {
   std::string domain;
   Subset all, clean, contaminated;
   bool per_document_bytes = false;  // bytes from the text corpus (else from shard headers)
   bool audited = false;
-  uint64_t unchecked = 0;               // documents with fewer than n words (counted clean)
-  double mean_overlap = 0;              // mean over checked documents of the overlap fraction
-  double expected_false_positives = 0;  // Σ_doc 1 − (1 − fp)^ngrams
+  uint64_t unchecked = 0;  // documents with fewer than n words (counted clean)
+  // Mean of the overlap fraction over the checked documents (every document with at least n
+  // words, flagged or not): the `overlap` column.
+  double mean_overlap = 0;
+  double expected_false_positives = 0;     // Σ_doc 1 − (1 − fp)^ngrams
+  std::vector<AuditedDocument> documents;  // every scored document, in shard order, when audited
   nlohmann::json to_json() const;
 };
 

@@ -1,0 +1,250 @@
+// Reading rendered harness tasks and running the Jinja2 renderer. See task_items.hpp.
+#include "eval/tasks/task_items.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/hash.hpp"
+
+extern char** environ;
+
+namespace marin::eval {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const char* output_type_name(OutputType t) {
+  switch (t) {
+    case OutputType::MultipleChoice:
+      return "multiple_choice";
+    case OutputType::Loglikelihood:
+      return "loglikelihood";
+    case OutputType::LoglikelihoodRolling:
+      return "loglikelihood_rolling";
+  }
+  return "?";
+}
+
+namespace {
+
+const std::vector<std::string>& metrics_of(OutputType t) {
+  static const std::vector<std::string> mc{"acc", "acc_norm"}, ll{"perplexity", "acc"},
+      roll{"word_perplexity", "byte_perplexity", "bits_per_byte"};
+  return t == OutputType::MultipleChoice ? mc : t == OutputType::Loglikelihood ? ll : roll;
+}
+
+std::string need_string(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_string()) fail("{}: \"{}\" must be a string", where, key);
+  return j[key].get<std::string>();
+}
+
+}  // namespace
+
+std::string TaskItems::items_hash(size_t n) const {
+  std::string all;
+  for (size_t i = 0; i < std::min(n, items.size()); ++i) {
+    const TaskItem& it = items[i];
+    json j = {{"context", it.context}};
+    if (type == OutputType::MultipleChoice)
+      j["choices"] = it.choices, j["gold"] = it.gold;
+    else
+      j["target"] = it.target;
+    all += j.dump() + "\n";
+  }
+  return xxh64_hex(all);
+}
+
+TaskItems read_task_items(const std::string& file) {
+  const std::string data = read_file(file);
+  const auto lines = split_lines(data);
+  TaskItems t;
+  t.file = file;
+  bool have_header = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = fmt::format("{}:{}", file, i + 1);
+    json j;
+    try {
+      j = json::parse(lines[i]);
+    } catch (const json::exception& e) {
+      fail("{}: not JSON: {}", where, e.what());
+    }
+    if (!j.is_object()) fail("{}: expected a JSON object", where);
+    if (!have_header) {
+      have_header = true;
+      if (j.value("format", "") != "marin-tasks/1")
+        fail(
+            "{}: expected the header {{\"format\": \"marin-tasks/1\", …}} of a rendered task "
+            "(scripts/render_tasks.py)",
+            where);
+      t.header = j;
+      t.name = need_string(j, "task", where);
+      const std::string ot = need_string(j, "output_type", where);
+      if (ot == "multiple_choice")
+        t.type = OutputType::MultipleChoice;
+      else if (ot == "loglikelihood")
+        t.type = OutputType::Loglikelihood;
+      else if (ot == "loglikelihood_rolling")
+        t.type = OutputType::LoglikelihoodRolling;
+      else
+        fail(
+            "{}: output_type \"{}\" is not supported (multiple_choice, loglikelihood, "
+            "loglikelihood_rolling)",
+            where, ot);
+      t.version = j.value("version", json());
+      t.num_fewshot = j.value("num_fewshot", 0);
+      if (j.contains("target_delimiter"))
+        t.target_delimiter = need_string(j, "target_delimiter", where);
+      const auto& allowed = metrics_of(t.type);
+      for (const auto& m : j.value("metrics", json::array())) {
+        const std::string name = m.is_string() ? m.get<std::string>() : "";
+        if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+          fail("{}: metric {} is not supported for {} (supported: {})", where, m.dump(), ot,
+               fmt::format("{}", fmt::join(allowed, ", ")));
+        t.metrics.push_back(name);
+      }
+      if (t.metrics.empty()) t.metrics = allowed;
+      continue;
+    }
+    TaskItem it;
+    if (!j.contains("doc_id") || !j["doc_id"].is_number_unsigned())
+      fail("{}: \"doc_id\" must be an integer ≥ 0", where);
+    it.doc_id = j["doc_id"].get<uint64_t>();
+    it.id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>()
+                                                    : std::to_string(it.doc_id);
+    it.context = need_string(j, "context", where);
+    it.audit_text = j.contains("audit_text") ? need_string(j, "audit_text", where) : it.context;
+    if (t.type == OutputType::MultipleChoice) {
+      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
+        fail("{}: \"choices\" must be a non-empty list of strings", where);
+      for (const auto& c : j["choices"]) {
+        if (!c.is_string() || c.get<std::string>().empty())
+          fail(
+              "{}: every choice must be a non-empty string (acc_norm divides by its length), "
+              "got {}",
+              where, c.dump());
+        it.choices.push_back(c.get<std::string>());
+      }
+      const json g = j.value("gold", json());
+      const json golds = g.is_array() ? g : json::array({g});
+      for (const auto& x : golds) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+            x.get<int64_t>() >= int64_t(it.choices.size()))
+          fail("{}: \"gold\" {} is not an index into the {} choices", where, x.dump(),
+               it.choices.size());
+        it.gold.push_back(x.get<int>());
+      }
+      if (it.gold.empty()) fail("{}: \"gold\" is empty", where);
+    } else {
+      it.target = need_string(j, "target", where);
+      if (it.target.empty()) fail("{}: \"target\" is empty", where);
+    }
+    t.items.push_back(std::move(it));
+  }
+  if (!have_header) fail("{}: empty (expected a rendered task: scripts/render_tasks.py)", file);
+  if (t.items.empty()) fail("{}: the task has no items", file);
+  return t;
+}
+
+std::string render_script_path() {
+  if (const char* e = std::getenv("MARIN_RENDER_TASKS"); e && *e) return e;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    // build/bin/marin → scripts/render_tasks.py of the tree it was built from.
+    const fs::path p = exe.parent_path().parent_path().parent_path() / "scripts/render_tasks.py";
+    if (fs::exists(p)) return p.string();
+  }
+  return std::string(MARIN_SOURCE_DIR) + "/scripts/render_tasks.py";
+}
+
+TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
+  const std::string script = o.script.empty() ? render_script_path() : o.script;
+  MARIN_CHECK(fs::exists(script), "{}: the task renderer is not there (set MARIN_RENDER_TASKS)",
+              script);
+  MARIN_CHECK(fs::exists(o.python),
+              "{}: not found: the task renderer needs /usr/bin/python3 "
+              "with python3-jinja2 and python3-yaml (scripts/setup.sh)",
+              o.python);
+  fs::path dir = o.out_dir;
+  if (dir.empty()) dir = fs::temp_directory_path() / fmt::format("marin-tasks-{}", getpid());
+  fs::create_directories(dir);
+  struct Cleanup {  // the temporary directory goes, whatever the renderer or reader says
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{o.out_dir.empty() ? dir : fs::path()};
+  const std::string out = (dir / (fs::path(yaml).stem().string() + ".rendered.jsonl")).string();
+  const std::string err_file = out + ".stderr";
+  std::vector<std::string> args{
+      o.python, script, yaml, "--out", out, "--fewshot-seed", std::to_string(o.fewshot_seed)};
+  if (o.num_fewshot) args.insert(args.end(), {"--num-fewshot", std::to_string(*o.num_fewshot)});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, o.python.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) fail("{}: cannot run {}: {}", yaml, o.python, std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string msg = fs::exists(err_file) ? read_file(err_file) : "";
+  fs::remove(err_file);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fail("{}",
+         msg.empty() ? fmt::format("{}: the task renderer failed (status {})", yaml, status) : msg);
+  }
+  return read_task_items(out);
+}
+
+std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
+                                            const std::string& task_dir) {
+  std::vector<std::string> out;
+  for (const std::string& s : specs) {
+    const std::string ext = fs::path(s).extension().string();
+    if (ext == ".yaml" || ext == ".yml" || ext == ".jsonl") {
+      MARIN_CHECK(fs::exists(s), "--tasks: {}: no such file", s);
+      out.push_back(s);
+      continue;
+    }
+    MARIN_CHECK(!task_dir.empty(),
+                "--tasks: '{}' is a task name: give --task-dir (written by marin tasks build) "
+                "or a path to its .yaml",
+                s);
+    const fs::path p = fs::path(task_dir) / (s + ".yaml");
+    MARIN_CHECK(fs::exists(p), "--tasks: no task '{}': {} does not exist", s, p.string());
+    out.push_back(p.string());
+  }
+  return out;
+}
+
+TaskItems load_task_file(const std::string& file, const RenderOptions& opts) {
+  if (fs::path(file).extension() == ".jsonl") {
+    MARIN_CHECK(!opts.num_fewshot,
+                "{}: a rendered task has its few-shot examples in it: render the YAML again "
+                "for --num-fewshot",
+                file);
+    return read_task_items(file);
+  }
+  return load_task(file, opts);
+}
+
+}  // namespace marin::eval

@@ -1,0 +1,76 @@
+#pragma once
+// Downstream tasks in the lm-evaluation-harness format (docs/evaluation.md, "Downstream tasks").
+//
+// A harness task is a YAML file over JSONL documents whose prompts are Jinja2 templates. The
+// templates are rendered by the real engine in scripts/render_tasks.py (run with /usr/bin/python3,
+// Debian's python3-jinja2 and python3-yaml), which writes a flat JSONL: a header line, then one
+// line per document with its final context (few-shot examples included), choices and gold index
+// (multiple_choice) or target string (loglikelihood, loglikelihood_rolling). This file reads that
+// flat form, and runs the renderer for a YAML task.
+//
+//   eval::TaskItems t = eval::load_task("tasks/cloze_definitions.yaml", {});
+//   // or eval::read_task_items("cloze.rendered.jsonl")
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace marin::eval {
+
+enum class OutputType { MultipleChoice, Loglikelihood, LoglikelihoodRolling };
+const char* output_type_name(OutputType t);
+
+struct TaskItem {
+  uint64_t doc_id = 0;               // index in the evaluation split (the harness's doc_id)
+  std::string id;                    // the document's "id" field, else doc_id
+  std::string context;               // description + few-shot examples + doc_to_text
+  std::vector<std::string> choices;  // multiple_choice
+  std::vector<int> gold;             // multiple_choice: the gold choice(s) (one unless a list)
+  std::string target;                // loglikelihood(_rolling): the continuation / the text
+  std::string audit_text;            // what the contamination audit checks
+};
+
+struct TaskItems {
+  std::string name;
+  std::string file;  // the rendered JSONL
+  OutputType type = OutputType::MultipleChoice;
+  nlohmann::json version;  // metadata.version (null when absent, as the harness reports it)
+  int num_fewshot = 0;
+  std::string target_delimiter = " ";  // between context and choice/target (the harness's)
+  std::vector<std::string> metrics;    // in metric_list order
+  nlohmann::json header;               // the whole header line (config, seed, splits, source)
+  std::vector<TaskItem> items;
+
+  // xxh64 (hex) of the first n items as they are scored (context, choices, gold, target), one
+  // canonical JSON line each: two runs with the same hash scored the same prompts.
+  std::string items_hash(size_t n) const;
+};
+
+// Reads a rendered task (the output of scripts/render_tasks.py). marin::Error naming file:line
+// for a line that is not JSON or lacks a field, an unknown output type or metric, a gold index
+// out of range, or an empty choice (acc_norm divides by its length).
+TaskItems read_task_items(const std::string& file);
+
+struct RenderOptions {
+  std::optional<int> num_fewshot;  // overrides the task's num_fewshot
+  int fewshot_seed = 1234;         // the harness's default fewshot_random_seed
+  std::string out_dir;  // where the rendered JSONL goes ("": next to nothing, a temp dir)
+  std::string python = "/usr/bin/python3";
+  std::string script;  // "": $MARIN_RENDER_TASKS, else scripts/render_tasks.py of the source tree
+};
+// The renderer script that RenderOptions::script = "" resolves to.
+std::string render_script_path();
+// Renders a harness YAML task with the renderer and reads the result. marin::Error carrying the
+// renderer's message (which names the YAML key, template or file:line at fault).
+TaskItems load_task(const std::string& yaml, const RenderOptions& opts);
+
+// `--tasks a,b|FILE.yaml|FILE.jsonl`: a path ending in .yaml/.yml is a harness task, .jsonl a
+// rendered one, anything else a task name looked up as TASK_DIR/NAME.yaml. Refuses a name when
+// task_dir is empty or does not have it (naming the file looked for).
+std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
+                                            const std::string& task_dir);
+// A file from resolve_task_files: rendered JSONL read as is, YAML rendered first.
+TaskItems load_task_file(const std::string& file, const RenderOptions& opts);
+
+}  // namespace marin::eval

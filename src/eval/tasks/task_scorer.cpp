@@ -1,0 +1,508 @@
+// Scoring harness tasks: requests, packed forward passes, metrics with standard errors, the
+// audit split and the harness's results layout. See task_scorer.hpp and docs/evaluation.md.
+#include "eval/tasks/task_scorer.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "eval/domain_eval.hpp"
+
+namespace marin::eval {
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<int32_t> encode(const Tokenizer& tok, std::string_view s) {
+  const std::vector<uint32_t> ids = tok.encode(s);
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Python's len(re.split(r"\s+", s)): one more than the number of whitespace runs.
+uint64_t harness_words(std::string_view s) {
+  uint64_t n = 1;
+  for (size_t i = 0; i < s.size();) {
+    if (is_space(s[i])) {
+      ++n;
+      while (i < s.size() && is_space(s[i])) ++i;
+    } else {
+      ++i;
+    }
+  }
+  return n;
+}
+
+double mean(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v;
+  return x.empty() ? 0.0 : s / double(x.size());
+}
+
+// The harness's sample_stddev (n − 1 in the denominator).
+std::optional<double> sample_stddev(const std::vector<double>& x) {
+  if (x.size() < 2) return std::nullopt;
+  const double mu = mean(x);
+  double s = 0;
+  for (double v : x) s += (v - mu) * (v - mu);
+  return std::sqrt(s / double(x.size() - 1));
+}
+
+// mean_stderr: sample standard deviation / √n.
+std::optional<double> mean_stderr(const std::vector<double>& x) {
+  const auto sd = sample_stddev(x);
+  if (!sd) return std::nullopt;
+  return *sd / std::sqrt(double(x.size()));
+}
+
+// bootstrap_stderr: the sample standard deviation of f over `iters` resamples with replacement.
+template <class F>
+std::optional<double> bootstrap_stderr(const std::vector<double>& x, F f, uint64_t iters,
+                                       uint64_t seed) {
+  if (x.size() < 2 || iters < 2) return std::nullopt;
+  Rng rng(seed);
+  std::vector<double> stats(iters), sample(x.size());
+  for (uint64_t b = 0; b < iters; ++b) {
+    for (double& v : sample) v = x[rng.next_u64() % x.size()];
+    stats[b] = f(sample);
+  }
+  return sample_stddev(stats);
+}
+
+template <class V>
+size_t argmax(const V& v) {  // numpy's: the first maximum
+  size_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] > v[best]) best = i;
+  return best;
+}
+
+int32_t prefix_token(const Tokenizer& tok) {
+  if (auto e = tok.eos()) return int32_t(*e);
+  if (auto b = tok.bos()) return int32_t(*b);
+  fail("tasks: the tokenizer has neither EOS nor BOS: no prefix token for an empty context");
+}
+
+}  // namespace
+
+uint64_t char_length(std::string_view s) {
+  uint64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+LLRequest continuation_request(const Tokenizer& tok, std::string_view context,
+                               std::string_view continuation, int64_t seq_len, int32_t prefix) {
+  std::string ctx(context), cont(continuation);
+  // The harness's _encode_pair: trailing whitespace of the context goes to the continuation.
+  size_t keep = ctx.size();
+  while (keep > 0 && is_space(ctx[keep - 1])) --keep;
+  if (keep < ctx.size()) {
+    cont = ctx.substr(keep) + cont;
+    ctx.resize(keep);
+  }
+  std::vector<int32_t> whole, c;
+  if (ctx.empty()) {
+    whole = {prefix};
+    c = encode(tok, cont);
+    whole.insert(whole.end(), c.begin(), c.end());
+  } else {
+    whole = encode(tok, ctx + cont);
+    const size_t nctx = encode(tok, ctx).size();
+    c.assign(whole.begin() + int64_t(std::min(nctx, whole.size())), whole.end());
+  }
+  MARIN_CHECK(!c.empty(), "tasks: the continuation {:?} has no tokens after its context",
+              std::string(continuation));
+  LLRequest r;
+  const size_t keep_tokens = std::min(whole.size(), size_t(seq_len) + 1);
+  r.seq.assign(whole.end() - int64_t(keep_tokens), whole.end());
+  // A continuation longer than seq_len (the harness cannot score one): its last seq_len tokens
+  // are scored, reading the ones before; counted as cut.
+  r.n_score = std::min<int64_t>(int64_t(c.size()), seq_len);
+  r.cut = int64_t(c.size()) > seq_len;
+  return r;
+}
+
+std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& t, int32_t prefix,
+                                        int64_t seq_len) {
+  std::vector<LLRequest> out;
+  const size_t n = t.size(), S = size_t(seq_len);
+  if (n == 0) return out;
+  const size_t first = std::min(S, n);
+  LLRequest r;
+  r.seq.push_back(prefix);
+  r.seq.insert(r.seq.end(), t.begin(), t.begin() + int64_t(first));
+  r.n_score = int64_t(first);
+  out.push_back(std::move(r));
+  for (size_t predicted = first; predicted < n;) {
+    const size_t len = std::min(n - predicted, S), end = predicted + len;
+    LLRequest w;
+    w.seq.assign(t.begin() + int64_t(end - S - 1), t.begin() + int64_t(end));
+    w.n_score = int64_t(len);
+    out.push_back(std::move(w));
+    predicted += len;
+  }
+  return out;
+}
+
+std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
+                                     const std::vector<size_t>& item_begin) {
+  DroplessScope guard(m);
+  const int64_t S = m.config().seq_len, V = m.config().vocab_size;
+  const int B = m.max_batch();
+  std::vector<LLResult> out(reqs.size());
+  const size_t cells = size_t(B) * size_t(S);
+  std::vector<int32_t> tok(cells, 0), lab(cells, -1), seg(cells, -1);
+  std::vector<int64_t> owner(cells, -1);
+  int row = 0;
+  int64_t fill = 0;
+  int32_t next_seg = 0;
+  auto flush = [&] {
+    const int nb = row + (fill > 0 ? 1 : 0);
+    if (nb == 0) return;
+    m.forward({nb, tok.data(), lab.data(), seg.data()});
+    const float* ce = m.token_ce();
+    const float* logits = m.logits();
+    const size_t used = size_t(nb) * size_t(S);
+    for (size_t i = 0; i < used; ++i) {
+      if (owner[i] < 0) continue;
+      LLResult& r = out[size_t(owner[i])];
+      r.ll -= double(ce[i]);
+      const float* z = logits + i * size_t(V);
+      if (r.greedy && int32_t(std::max_element(z, z + V) - z) != lab[i]) r.greedy = false;
+    }
+    std::fill(tok.begin(), tok.begin() + int64_t(used), 0);
+    std::fill(lab.begin(), lab.begin() + int64_t(used), -1);
+    std::fill(seg.begin(), seg.begin() + int64_t(used), -1);
+    std::fill(owner.begin(), owner.begin() + int64_t(used), -1);
+    row = 0, fill = 0, next_seg = 0;
+  };
+  auto len_of = [&](size_t q) { return int64_t(reqs[q].seq.size()) - 1; };
+  // Rows an item's requests take when placed from (row, fill); > B means it does not fit.
+  auto fits = [&](size_t a, size_t b) {
+    int r = row;
+    int64_t f = fill;
+    for (size_t q = a; q < b; ++q) {
+      if (f + len_of(q) > S) ++r, f = 0;
+      f += len_of(q);
+      if (r >= B) return false;
+    }
+    return true;
+  };
+  for (size_t k = 0; k < item_begin.size(); ++k) {
+    const size_t a = item_begin[k], b = k + 1 < item_begin.size() ? item_begin[k + 1] : reqs.size();
+    if (!fits(a, b)) flush();
+    for (size_t q = a; q < b; ++q) {
+      const LLRequest& r = reqs[q];
+      const int64_t L = len_of(q);
+      MARIN_CHECK(L >= 1 && L <= S && r.n_score >= 1 && r.n_score <= L,
+                  "tasks: internal: request of {} tokens scoring {} (seq_len {})", r.seq.size(),
+                  r.n_score, S);
+      if (fill + L > S) {
+        ++row, fill = 0, next_seg = 0;
+        if (row == B) flush();
+      }
+      const size_t base = size_t(row) * size_t(S) + size_t(fill);
+      for (int64_t j = 0; j < L; ++j) {
+        tok[base + size_t(j)] = r.seq[size_t(j)];
+        seg[base + size_t(j)] = next_seg;
+        if (j >= L - r.n_score) {
+          lab[base + size_t(j)] = r.seq[size_t(j) + 1];
+          owner[base + size_t(j)] = int64_t(q);
+        }
+      }
+      fill += L;
+      ++next_seg;
+    }
+  }
+  flush();
+  return out;
+}
+
+std::map<std::string, MetricValue> task_metrics(const TaskItems& t, const ItemScores& s,
+                                                const std::vector<size_t>& which,
+                                                const TaskOptions& o) {
+  std::map<std::string, MetricValue> out;
+  if (which.empty()) return out;
+  if (t.type == OutputType::MultipleChoice) {
+    std::vector<double> acc, acc_norm;
+    for (size_t i : which) {
+      const TaskItem& it = t.items[i];
+      const auto& ll = s.ll[i];
+      std::vector<double> norm(ll.size());
+      for (size_t c = 0; c < ll.size(); ++c) norm[c] = ll[c] / double(char_length(it.choices[c]));
+      auto hit = [&](size_t p) {
+        return std::find(it.gold.begin(), it.gold.end(), int(p)) != it.gold.end() ? 1.0 : 0.0;
+      };
+      acc.push_back(hit(argmax(ll)));
+      acc_norm.push_back(hit(argmax(norm)));
+    }
+    out["acc"] = {mean(acc), mean_stderr(acc)};
+    out["acc_norm"] = {mean(acc_norm), mean_stderr(acc_norm)};
+  } else if (t.type == OutputType::Loglikelihood) {
+    std::vector<double> ll, greedy;
+    for (size_t i : which) ll.push_back(s.ll[i][0]), greedy.push_back(s.greedy[i][0] ? 1 : 0);
+    auto ppl = [](const std::vector<double>& x) { return std::exp(-mean(x)); };
+    out["perplexity"] = {ppl(ll), bootstrap_stderr(ll, ppl, o.bootstrap_iters, o.bootstrap_seed)};
+    out["acc"] = {mean(greedy), mean_stderr(greedy)};
+  } else {
+    double ll = 0, words = 0, bytes = 0;
+    for (size_t i : which)
+      ll += s.ll[i][0], words += double(s.words[i]), bytes += double(s.bytes[i]);
+    out["word_perplexity"] = {std::exp(-ll / words), std::nullopt};
+    out["byte_perplexity"] = {std::exp(-ll / bytes), std::nullopt};
+    out["bits_per_byte"] = {-ll / bytes / std::log(2.0), std::nullopt};
+  }
+  for (auto it = out.begin(); it != out.end();)  // only the task's metric_list
+    it = std::find(t.metrics.begin(), t.metrics.end(), it->first) == t.metrics.end()
+             ? out.erase(it)
+             : std::next(it);
+  return out;
+}
+
+TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
+                      const TaskOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t S = m.config().seq_len;
+  MARIN_CHECK(tok.vocab_size() <= uint32_t(m.config().vocab_size),
+              "tasks: the tokenizer has {} ids but the model's vocabulary is {}", tok.vocab_size(),
+              m.config().vocab_size);
+  const int32_t prefix = prefix_token(tok);
+  TaskResult r;
+  r.task = t.name;
+  r.version = t.version;
+  r.config = t.header.is_object() ? t.header.value("config", json::object()) : json::object();
+  r.num_fewshot = t.num_fewshot;
+  r.metrics = t.metrics;
+  r.original = t.items.size();
+  r.effective = o.limit ? std::min<uint64_t>(o.limit, t.items.size()) : t.items.size();
+  r.items_hash = t.items_hash(r.effective);
+
+  std::vector<LLRequest> reqs;
+  std::vector<size_t> begin, first_req;
+  ItemScores s;
+  s.words.assign(r.effective, 0);
+  s.bytes.assign(r.effective, 0);
+  for (size_t i = 0; i < r.effective; ++i) {
+    const TaskItem& it = t.items[i];
+    begin.push_back(reqs.size());
+    if (t.type == OutputType::MultipleChoice) {
+      for (const std::string& c : it.choices)
+        reqs.push_back(continuation_request(tok, it.context, t.target_delimiter + c, S, prefix));
+    } else if (t.type == OutputType::Loglikelihood) {
+      reqs.push_back(
+          continuation_request(tok, it.context, t.target_delimiter + it.target, S, prefix));
+    } else {
+      for (auto& w : rolling_requests(encode(tok, it.target), prefix, S))
+        reqs.push_back(std::move(w));
+      s.words[i] = harness_words(it.target);
+      s.bytes[i] = it.target.size();
+    }
+  }
+  for (const auto& q : reqs) r.tokens += q.seq.size() - 1, r.cut += q.cut;
+  r.requests = reqs.size();
+  const std::vector<LLResult> res = score_requests(m, reqs, begin);
+  s.ll.resize(r.effective);
+  s.greedy.resize(r.effective);
+  for (size_t i = 0; i < r.effective; ++i) {
+    const size_t a = begin[i], b = i + 1 < begin.size() ? begin[i + 1] : reqs.size();
+    if (t.type == OutputType::LoglikelihoodRolling) {
+      double ll = 0;
+      for (size_t q = a; q < b; ++q) ll += res[q].ll;
+      s.ll[i] = {ll};
+      s.greedy[i] = {false};
+    } else {
+      for (size_t q = a; q < b; ++q)
+        s.ll[i].push_back(res[q].ll), s.greedy[i].push_back(res[q].greedy);
+    }
+  }
+
+  std::vector<size_t> all(r.effective), clean, contam;
+  for (size_t i = 0; i < r.effective; ++i) all[i] = i;
+  r.all = task_metrics(t, s, all, o);
+  if (o.index) {
+    r.audited = true;
+    for (size_t i = 0; i < r.effective; ++i) {
+      ItemAudit a{t.items[i].doc_id, t.items[i].id,
+                  document_overlap(*o.index, t.items[i].audit_text)};
+      a.contaminated = is_contaminated(a.overlap, o.threshold);
+      (a.contaminated ? contam : clean).push_back(i);
+      if (a.overlap.ngrams == 0) ++r.unchecked;
+      r.items.push_back(std::move(a));
+    }
+    r.n_clean = clean.size();
+    r.n_contaminated = contam.size();
+    r.clean = task_metrics(t, s, clean, o);
+    r.contaminated = task_metrics(t, s, contam, o);
+  }
+  if (o.log_samples) {
+    for (size_t i = 0; i < r.effective; ++i) {
+      const TaskItem& it = t.items[i];
+      json j = {{"doc_id", it.doc_id}, {"id", it.id}, {"context", it.context}};
+      if (t.type == OutputType::MultipleChoice) {
+        j["choices"] = it.choices;
+        j["target"] = it.gold.size() == 1 ? json(it.gold[0]) : json(it.gold);
+      } else {
+        j["target"] = it.target;
+      }
+      j["loglikelihoods"] = s.ll[i];
+      if (t.type != OutputType::LoglikelihoodRolling) j["is_greedy"] = s.greedy[i];
+      json per = json::object();
+      for (const auto& [k, v] : task_metrics(t, s, {i}, o)) per[k] = v.value;
+      j["metrics"] = per;
+      if (r.audited) {
+        j["ngrams"] = r.items[i].overlap.ngrams;
+        j["overlap"] = r.items[i].overlap.fraction();
+        j["contaminated"] = r.items[i].contaminated;
+      }
+      r.samples.push_back(std::move(j));
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+TaskResults score_tasks(Model<float>& m, const Tokenizer& tok, const std::vector<TaskItems>& tasks,
+                        const TaskOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TaskResults out;
+  for (const TaskItems& t : tasks) {
+    for (const auto& prev : out.tasks)
+      MARIN_CHECK(prev.task != t.name, "tasks: task '{}' is given twice ({})", t.name, t.file);
+    out.tasks.push_back(score_task(m, tok, t, o));
+    if (o.progress)
+      fmt::print(stderr, "marin: task {}: {} items in {:.1f} s\n", t.name,
+                 out.tasks.back().effective, out.tasks.back().seconds);
+  }
+  if (o.index) {
+    out.audited = true;
+    out.audit = o.index->to_json();
+    out.audit["threshold"] = o.threshold;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+namespace {
+
+bool higher_is_better(const std::string& m) {
+  return m == "acc" || m == "acc_norm";
+}
+
+json metrics_json(const std::map<std::string, MetricValue>& ms) {
+  json j = json::object();
+  for (const auto& [k, v] : ms) {
+    j[k + ",none"] = v.value;
+    j[k + "_stderr,none"] = v.stderr_ ? json(*v.stderr_) : json("N/A");
+  }
+  return j;
+}
+
+}  // namespace
+
+json TaskResults::to_json(const json& run_config) const {
+  json results = json::object(), configs = json::object(), versions = json::object(),
+       nshot = json::object(), hib = json::object(), nsamples = json::object(),
+       subtasks = json::object(), marin = json::object(), samples = json::object();
+  bool any_samples = false;
+  for (const TaskResult& t : tasks) {
+    json r = metrics_json(t.all);
+    r["alias"] = t.task;
+    results[t.task] = r;
+    json c = t.config;
+    c["num_fewshot"] = t.num_fewshot;
+    configs[t.task] = c;
+    versions[t.task] = t.version;
+    nshot[t.task] = t.num_fewshot;
+    json h = json::object();
+    for (const auto& m : t.metrics) h[m] = higher_is_better(m);
+    hib[t.task] = h;
+    nsamples[t.task] = {{"original", t.original}, {"effective", t.effective}};
+    subtasks[t.task] = json::array();
+    json mj = {{"items_hash", t.items_hash}, {"cut_continuations", t.cut},
+               {"requests", t.requests},     {"tokens", t.tokens},
+               {"seconds", t.seconds},       {"items_per_s", t.items_per_s()}};
+    if (t.audited) {
+      json cl = metrics_json(t.clean), co = metrics_json(t.contaminated);
+      cl["n"] = t.n_clean;
+      co["n"] = t.n_contaminated;
+      mj["clean"] = cl;
+      mj["contaminated"] = co;
+      mj["unchecked_short_items"] = t.unchecked;
+      json items = json::array();
+      for (const ItemAudit& a : t.items)
+        items.push_back({{"doc_id", a.doc_id},
+                         {"id", a.id},
+                         {"ngrams", a.overlap.ngrams},
+                         {"found", a.overlap.found},
+                         {"overlap", a.overlap.fraction()},
+                         {"contaminated", a.contaminated}});
+      mj["items"] = items;
+    }
+    marin[t.task] = mj;
+    if (!t.samples.empty()) samples[t.task] = t.samples, any_samples = true;
+  }
+  json j = {{"results", results},
+            {"group_subtasks", subtasks},
+            {"configs", configs},
+            {"versions", versions},
+            {"n-shot", nshot},
+            {"higher_is_better", hib},
+            {"n-samples", nsamples},
+            {"config", run_config},
+            {"date", double(std::time(nullptr))},
+            {"total_evaluation_time_seconds", fmt::format("{:.3f}", seconds)},
+            {"marin", {{"format", "marin-tasks-results/1"}, {"tasks", marin}}}};
+  if (audited) j["marin"]["audit"] = audit;
+  if (any_samples) j["samples"] = samples;
+  return j;
+}
+
+std::string TaskResults::table() const {
+  std::string s =
+      fmt::format("{:<22} {:>6} {:<16} {:>10} {:>9}", "task", "items", "metric", "value", "stderr");
+  if (audited)
+    s += fmt::format(" | {:>6} {:>10} | {:>6} {:>10}", "clean", "value", "contam", "value");
+  s += "\n";
+  auto val = [](const std::map<std::string, MetricValue>& ms, const std::string& k) {
+    auto it = ms.find(k);
+    return it == ms.end() ? std::string("-") : fmt::format("{:.4f}", it->second.value);
+  };
+  for (const TaskResult& t : tasks) {
+    for (const std::string& m : t.metrics) {
+      const auto& v = t.all.at(m);
+      s += fmt::format("{:<22} {:>6} {:<16} {:>10.4f} {:>9}", t.task, t.effective, m, v.value,
+                       v.stderr_ ? fmt::format("{:.4f}", *v.stderr_) : std::string("N/A"));
+      if (audited)
+        s += fmt::format(" | {:>6} {:>10} | {:>6} {:>10}", t.n_clean, val(t.clean, m),
+                         t.n_contaminated, val(t.contaminated, m));
+      s += "\n";
+    }
+  }
+  for (const TaskResult& t : tasks)
+    s += fmt::format("{}: version {}, {}-shot, items {} (xxh64 {}), {:.1f} items/s\n", t.task,
+                     t.version.is_null() ? "-" : t.version.dump(), t.num_fewshot, t.effective,
+                     t.items_hash, t.items_per_s());
+  for (const TaskResult& t : tasks)
+    if (t.cut)
+      s += fmt::format(
+          "{}: warning: {} continuations are longer than seq_len: only their last "
+          "seq_len tokens are scored\n",
+          t.task, t.cut);
+  if (audited)
+    s += fmt::format(
+        "contaminated: {}-gram overlap > {} with the training text (items with "
+        "fewer words are unchecked and counted clean)\n",
+        audit.value("n", 13), audit.value("threshold", 0.0));
+  return s;
+}
+
+}  // namespace marin::eval

@@ -1,0 +1,135 @@
+#pragma once
+// Scoring harness tasks with the lm-evaluation-harness's semantics (docs/evaluation.md,
+// "Downstream tasks"):
+//  * a continuation's tokens are encode(context + continuation) after encode(context), with the
+//    context's trailing whitespace moved to the continuation; an empty context is the prefix token
+//    (EOS, the document separator the model was trained with); the continuation of a
+//    multiple-choice or loglikelihood item is target_delimiter + choice/target;
+//  * the sequence context + continuation is cut to its last seq_len + 1 tokens (left truncation;
+//    a continuation longer than seq_len, which the harness cannot score, has its last seq_len
+//    tokens scored and is counted in TaskResult::cut);
+//    its log-likelihood is the sum of the continuation's token log-probabilities, and it is
+//    greedy when every continuation token is the argmax;
+//  * loglikelihood_rolling: the harness's rolling windows (first window after the prefix token,
+//    each next window of seq_len inputs predicting the next tokens);
+//  * multiple_choice: acc = argmax of the log-likelihoods is a gold choice; acc_norm = argmax of
+//    log-likelihood / length of the choice in characters (code points);
+//    loglikelihood: perplexity = exp(−mean ll), acc = mean greedy match (LAMBADA);
+//    rolling: word_perplexity, byte_perplexity, bits_per_byte (weighted by words and bytes);
+//  * standard errors as the harness reports them: the sample standard error of the mean for
+//    acc/acc_norm, a bootstrap for perplexity, none for the weighted perplexities.
+// Every request of one item is scored in the same forward pass (packed into rows with segment
+// ids); the context is recomputed for each choice (one forward over the packed rows, no cache).
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/tokenizer/tokenizer.hpp"
+#include "eval/contamination.hpp"
+#include "eval/tasks/task_items.hpp"
+#include "model/model.hpp"
+
+namespace marin::eval {
+
+// One log-likelihood request: the model reads seq[0 … n−2] and the last n_score tokens of seq are
+// scored (seq has at most seq_len + 1 tokens).
+struct LLRequest {
+  std::vector<int32_t> seq;
+  int64_t n_score = 0;
+  bool cut = false;  // the continuation was longer than seq_len: only its last seq_len scored
+};
+struct LLResult {
+  double ll = 0;       // Σ log p of the scored tokens (nats)
+  bool greedy = true;  // every scored token is the argmax of its logits
+};
+
+// The harness's encoding of (context, continuation), truncated on the left to seq_len + 1 tokens.
+LLRequest continuation_request(const Tokenizer& tok, std::string_view context,
+                               std::string_view continuation, int64_t seq_len, int32_t prefix);
+// The harness's rolling windows over a text's tokens (get_rolling_token_windows, context_len 1).
+std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& tokens, int32_t prefix,
+                                        int64_t seq_len);
+// Scores requests in packed forward passes of up to max_batch rows (dropless). item_begin: the
+// first request of each item, ascending; an item's requests share one forward unless they need
+// more than max_batch rows.
+std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
+                                     const std::vector<size_t>& item_begin);
+
+// Unicode code points of UTF-8 text (Python's len(str)), for acc_norm.
+uint64_t char_length(std::string_view utf8);
+
+struct TaskOptions {
+  uint64_t limit = 0;                 // score the first N items (0: all), as --limit
+  const NgramIndex* index = nullptr;  // training n-grams: tag every item (clean/contaminated)
+  double threshold = 0;
+  bool log_samples = false;           // keep per-item contexts, choices, log-likelihoods
+  uint64_t bootstrap_iters = 100000;  // the harness's default
+  uint64_t bootstrap_seed = 1234;
+  bool progress = true;
+};
+
+struct MetricValue {
+  double value = 0;
+  std::optional<double> stderr_;  // "N/A" in the harness's results when absent
+};
+
+struct ItemAudit {
+  uint64_t doc_id = 0;
+  std::string id;
+  Overlap overlap;
+  bool contaminated = false;
+};
+
+struct TaskResult {
+  std::string task;
+  nlohmann::json version, config;
+  int num_fewshot = 0;
+  std::vector<std::string> metrics;
+  std::string items_hash;
+  uint64_t original = 0, effective = 0;  // items in the task, items scored (--limit)
+  std::map<std::string, MetricValue> all, clean, contaminated;
+  uint64_t n_clean = 0, n_contaminated = 0, unchecked = 0;
+  bool audited = false;
+  std::vector<ItemAudit> items;
+  nlohmann::json samples = nlohmann::json::array();
+  double seconds = 0;
+  uint64_t requests = 0, tokens = 0;
+  uint64_t cut = 0;  // continuations longer than seq_len (their last seq_len tokens scored)
+  double items_per_s() const { return seconds > 0 ? double(effective) / seconds : 0.0; }
+};
+
+struct TaskResults {
+  std::vector<TaskResult> tasks;
+  bool audited = false;
+  nlohmann::json audit;  // the index's to_json() + threshold
+  double seconds = 0;
+  // The harness's results layout ("results", "configs", "versions", "n-shot",
+  // "higher_is_better", "n-samples", "config") plus "marin" (items hash, clean/contaminated
+  // metrics, audited item ids) and, with log_samples, "samples".
+  nlohmann::json to_json(const nlohmann::json& run_config = nlohmann::json::object()) const;
+  std::string table() const;
+};
+
+// The metrics of one task from its per-item results (exposed for the tests). ll[i]: per choice
+// (multiple_choice) or one value; greedy likewise; words/bytes of the rolling texts.
+struct ItemScores {
+  std::vector<std::vector<double>> ll;
+  std::vector<std::vector<bool>> greedy;
+  std::vector<uint64_t> words, bytes;
+};
+std::map<std::string, MetricValue> task_metrics(const TaskItems& t, const ItemScores& s,
+                                                const std::vector<size_t>& which,
+                                                const TaskOptions& o);
+
+// Scores tasks with the model as it is (transport forced dropless, restored after; overwrites
+// the model's saved activations: call between training steps). The trainer's entry point.
+TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
+                      const TaskOptions& o);
+TaskResults score_tasks(Model<float>& m, const Tokenizer& tok, const std::vector<TaskItems>& tasks,
+                        const TaskOptions& o);
+
+}  // namespace marin::eval
