@@ -122,6 +122,10 @@ TEST(FirstHour, RowsFromTokenShardsAreTheirDocumentsInOrder) {
   const marin::TokenRows got = marin::TokenRows::load(tmp.str("rows.bin"), 32, man.vocab_size);
   ASSERT_EQ(got.rows, rows);
   EXPECT_TRUE(std::equal(got.ids.begin(), got.ids.end(), stream.begin()));
+  // Without --domains: every domain that has the split (eval-only domains have no train split).
+  r = run("rows --token-dir " + tmp.str("tokens") + " --split train --seq-len 32 --out " +
+          tmp.str("train.bin"));
+  ASSERT_EQ(r.code, 0) << r.out;
   // --max-rows stops early; the rows feed score and train as they are.
   r = run("rows --token-dir " + tmp.str("tokens") + " --seq-len 32 --max-rows 3 --out " +
           tmp.str("three.bin"));
