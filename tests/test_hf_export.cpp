@@ -108,9 +108,10 @@ std::vector<double> torch_logits(const TempDir& dir, const std::string& hf, cons
                                  const std::string& dtype, bool packed) {
   write_i32(dir.str("ids.i32"), t.ids);
   write_i32(dir.str("seg.i32"), t.seg);
-  const RunResult r = run_shell(fmt::format(
-      "OMP_NUM_THREADS=1 {} {} logits {} {} {} {} {} {} {}", kPython, kScript, hf, dtype,
-      dir.str("ids.i32"), t.B, t.S, packed ? dir.str("seg.i32") : "-", dir.str("logits.f64")));
+  const RunResult r = run_shell(
+      fmt::format("PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 {} {} logits {} {} {} {} {} {} {}",
+                  kPython, kScript, hf, dtype, dir.str("ids.i32"), t.B, t.S,
+                  packed ? dir.str("seg.i32") : "-", dir.str("logits.f64")));
   EXPECT_EQ(r.code, 0) << r.out;
   const std::string bytes = r.code == 0 ? read_file(dir.str("logits.f64")) : std::string();
   std::vector<double> out(bytes.size() / 8);
@@ -197,8 +198,9 @@ TEST(HfExport, KvCacheDecodingEqualsFullForward) {
   // Longer than the sliding window (32): local layers' caches are trimmed to their window.
   const Tokens t = fixture_tokens(c, 2, false);
   write_i32(dir.str("ids.i32"), t.ids);
-  const RunResult r = run_shell(fmt::format("OMP_NUM_THREADS=1 {} {} cache {} {} {} {}", kPython,
-                                            kScript, dir.str("hf"), dir.str("ids.i32"), t.B, t.S));
+  const RunResult r =
+      run_shell(fmt::format("PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 {} {} cache {} {} {} {}",
+                            kPython, kScript, dir.str("hf"), dir.str("ids.i32"), t.B, t.S));
   ASSERT_EQ(r.code, 0) << r.out;
   std::printf("%s", r.out.c_str());
   const size_t at = r.out.find("cache_max_diff ");
