@@ -446,6 +446,8 @@ class MarinForCausalLM(_ModelBase):
             self.config = config
         self.model = MarinModel(config)
         self.lm_head = nn.Linear(config.hidden_dim, config.vocab_size, bias=False)
+        if HAS_TRANSFORMERS:
+            self.post_init()
 
     def _init_weights(self, module):  # weights always come from a marin.cpp checkpoint
         pass

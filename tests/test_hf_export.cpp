@@ -150,43 +150,64 @@ void expect_same_dirs(const std::string& a, const std::string& b) {
   }
 }
 
-// The round trip of logits for one preset: float64 and float32 on both sides.
-void check_logits(const std::string& preset, int B, bool packed) {
-  if (!have_torch())
-    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
-  TempDir dir("hf-" + preset);
-  const ModelConfig c = write_checkpoint(dir.str("ck"), preset, 3);
-  export_ok("--checkpoint " + dir.str("ck") + " --out " + dir.str("hf"));
+// The round trip of logits for checkpoint `ck`: float64 and float32 on both sides.
+void check_logits(const TempDir& dir, const std::string& ck, const std::string& what, int B,
+                  bool packed) {
+  const ModelConfig c = load_config(ck);
+  export_ok("--checkpoint " + ck + " --out " + dir.str("hf"));
   const Tokens t = fixture_tokens(c, B, packed);
 
-  const auto m64 = marin_logits<double>(dir.str("ck"), t, packed);
+  const auto m64 = marin_logits<double>(ck, t, packed);
   const auto t64 = torch_logits(dir, dir.str("hf"), t, "float64", packed);
   const double d64 = max_abs_diff(m64, t64);
-  const auto m32 = marin_logits<float>(dir.str("ck"), t, packed);
+  const auto m32 = marin_logits<float>(ck, t, packed);
   const auto t32 = torch_logits(dir, dir.str("hf"), t, "float32", packed);
   const double d32 = max_abs_diff(m32, t32);
   std::printf(
       "%s (B=%d, S=%d, %s): max |logit| %.3f; max |marin − torch| float64 %.3e, "
       "float32 %.3e\n",
-      preset.c_str(), B, t.S, packed ? "packed documents" : "one document per row", max_abs(m64),
-      d64, d32);
+      what.c_str(), B, t.S, packed ? "packed documents" : "one document per row", max_abs(m64), d64,
+      d32);
   EXPECT_GT(max_abs(m64), 0.1);  // logits that carry information
   EXPECT_LE(d64, 1e-9);
   EXPECT_LE(d32, 1e-3);
 }
 
+// A checkpoint of `preset` with every tensor off its init, exported and compared.
+void check_preset(const std::string& preset, int B, bool packed) {
+  if (!have_torch())
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  TempDir dir("hf-" + preset);
+  write_checkpoint(dir.str("ck"), preset, 3);
+  check_logits(dir, dir.str("ck"), preset + " (every tensor perturbed)", B, packed);
+}
+
 }  // namespace
 
 TEST(HfExport, TinyLogitsMatchPyTorch) {
-  check_logits("tiny", 2, false);
+  check_preset("tiny", 2, false);
 }
 
 TEST(HfExport, TinyPackedDocumentsMatchPyTorch) {
-  check_logits("tiny", 2, true);
+  check_preset("tiny", 2, true);
 }
 
 TEST(HfExport, CpuSmallLogitsMatchPyTorch) {
-  check_logits("cpu-small", 1, false);
+  check_preset("cpu-small", 1, false);
+}
+
+// A checkpoint of a real (short) training run: its directory also holds the optimizer and run
+// state, and its QB bias comes from training.
+TEST(HfExport, TrainedTinyCheckpointMatchesPyTorch) {
+  if (!have_torch())
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  TempDir dir("hf-trained");
+  write_rows(dir.str("rows.bin"), 24);
+  const RunResult r = run("train --preset tiny --tokens " + dir.str("rows.bin") +
+                          " --batch 4 --steps 6 --ckpt-every 6 --out " + dir.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  check_logits(dir, dir.str("run/checkpoints/step-00000006"), "tiny after 6 training steps", 2,
+               false);
 }
 
 TEST(HfExport, KvCacheDecodingEqualsFullForward) {

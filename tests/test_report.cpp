@@ -175,13 +175,16 @@ TEST(Report, RendersInHeadlessChromiumWithEveryChartFilled) {
 }
 
 TEST(Report, WriteReportIsTheTrainersHookAndToleratesALineBeingWritten) {
-  Fixture& f = fixture();
-  ASSERT_EQ(f.error, "");
+  TempDir dir("report-live");
+  write_rows(dir.str("rows.bin"), 32);
+  const RunResult t = run("train --preset tiny --tokens " + dir.str("rows.bin") +
+                          " --batch 2 --steps 16 --ckpt-every 8 --out " + dir.str("runA"));
+  ASSERT_EQ(t.code, 0) << t.out;
   // A run in progress: its last metrics line is half written.
-  const std::string run = f.dir.str("live");
+  const std::string run = dir.str("live");
   fs::create_directories(run);
-  fs::copy_file(f.dir.str("runA/run.json"), run + "/run.json");
-  std::string metrics = read_file(f.dir.str("runA/metrics.jsonl"));
+  fs::copy_file(dir.str("runA/run.json"), run + "/run.json");
+  std::string metrics = read_file(dir.str("runA/metrics.jsonl"));
   metrics += metrics.substr(0, 40);
   write_file_atomic(run + "/metrics.jsonl", metrics);
   report::ReportOptions o;
@@ -200,7 +203,7 @@ TEST(Report, WriteReportIsTheTrainersHookAndToleratesALineBeingWritten) {
               std::string::npos)
         << e.what();
   }
-  const RunResult r = run_shell(std::string(MARIN_BIN) + " report " + f.dir.str("nope"));
+  const RunResult r = run_shell(std::string(MARIN_BIN) + " report " + dir.str("nope"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("does not exist"), std::string::npos) << r.out;
 }

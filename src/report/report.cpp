@@ -238,8 +238,9 @@ std::string report_data(const std::vector<std::string>& runs, const ReportOption
   d["runs"] = json::array();
   for (const std::string& r : runs) d["runs"].push_back(run_data(r, o));
   if (o.measure_peak) {
+    // Measured once per process: a trainer refreshing its report every N steps pays it once.
     const int threads = omp_get_max_threads();
-    const kernels::PeakResult p = kernels::measure_fma_peak(threads);
+    static const kernels::PeakResult p = kernels::measure_fma_peak(threads);
     d["peak"] = {{"gflops", p.gflops}, {"threads", threads}, {"isa", kernels::isa_name()}};
   }
   return d.dump();
