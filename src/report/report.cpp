@@ -239,7 +239,7 @@ std::string report_data(const std::vector<std::string>& runs, const ReportOption
   for (const std::string& r : runs) d["runs"].push_back(run_data(r, o));
   if (o.measure_peak) {
     // Measured once per process: a trainer refreshing its report every N steps pays it once.
-    const int threads = omp_get_max_threads();
+    static const int threads = omp_get_max_threads();
     static const kernels::PeakResult p = kernels::measure_fma_peak(threads);
     d["peak"] = {{"gflops", p.gflops}, {"threads", threads}, {"isa", kernels::isa_name()}};
   }
