@@ -203,7 +203,7 @@ TEST(HfExport, TrainedTinyCheckpointMatchesPyTorch) {
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   TempDir dir("hf-trained");
   write_rows(dir.str("rows.bin"), 24);
-  const RunResult r = run("train --preset tiny --tokens " + dir.str("rows.bin") +
+  const RunResult r = run("train --preset tiny --rows " + dir.str("rows.bin") +
                           " --batch 4 --steps 6 --ckpt-every 6 --out " + dir.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   check_logits(dir, dir.str("run/checkpoints/step-00000006"), "tiny after 6 training steps", 2,
@@ -346,7 +346,7 @@ TEST(HfExport, ImportRefusesALostExpertOrForeignFile) {
 TEST(HfExport, TokenizerEncodesLikeMarinUnderHuggingFaceTokenizersJs) {
   TempDir dir("hf-tok");
   const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
-  RunResult r = run("tokenizer train --vocab 512 --in " + fixture +
+  RunResult r = run("tokenizer train --vocab-size 512 --in " + fixture +
                     "/bible_kjv/train-00000.jsonl --out " + dir.str("tok.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   write_checkpoint(dir.str("ck"), "tiny", 8);

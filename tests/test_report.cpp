@@ -44,10 +44,10 @@ struct Fixture {
     write_file_atomic(dir.str("mix.toml"),
                       "[[phase]]\nweights = { bible_kjv = 2, dict_devil = 1 }\n");
     RunResult r =
-        run("tokenizer train --vocab 512 --in " +
+        run("tokenizer train --vocab-size 512 --in " +
             (fixture / "bible_kjv/train-00000.jsonl").string() + " --out " + dir.str("tok.json"));
     if (r.code == 0)
-      r = run("tokenize --vocab " + dir.str("tok.json") + " --corpus " + dir.str("corpus") +
+      r = run("tokenize --tokenizer " + dir.str("tok.json") + " --corpus " + dir.str("corpus") +
               " --out " + dir.str("tokens"));
     if (r.code != 0) {
       error = r.out;
@@ -177,7 +177,7 @@ TEST(Report, RendersInHeadlessChromiumWithEveryChartFilled) {
 TEST(Report, WriteReportIsTheTrainersHookAndToleratesALineBeingWritten) {
   TempDir dir("report-live");
   write_rows(dir.str("rows.bin"), 32);
-  const RunResult t = run("train --preset tiny --tokens " + dir.str("rows.bin") +
+  const RunResult t = run("train --preset tiny --rows " + dir.str("rows.bin") +
                           " --batch 2 --steps 16 --ckpt-every 8 --out " + dir.str("runA"));
   ASSERT_EQ(t.code, 0) << t.out;
   // A run in progress: its last metrics line is half written.
