@@ -9,7 +9,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
       libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libfmt-dev libspdlog-dev libzstd-dev libxxhash-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev python3-numpy python3-matplotlib
-      python3-jinja2 python3-yaml)
+      python3-jinja2 python3-yaml python3-torch chromium nodejs npm)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -20,6 +20,18 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The charting library `marin report` inlines (embedded at build time by CMake, never
+# committed): uPlot from npm, into the cache CMake's MARIN_UPLOT_DIR points at. Without the
+# registry the build still succeeds and `marin report` says how to get it.
+UPLOT_VERSION=1.6.32
+report_npm="${MARIN_CACHE:-$HOME/.cache/marin}/npm-report"
+if [ ! -f "$report_npm/node_modules/uplot/dist/uPlot.iife.min.js" ] && command -v npm >/dev/null; then
+  mkdir -p "$report_npm"
+  [ -f "$report_npm/package.json" ] || echo '{"name":"marin-report","private":true}' > "$report_npm/package.json"
+  npm install --prefix "$report_npm" --no-audit --no-fund --loglevel=error "uplot@$UPLOT_VERSION" ||
+    echo "setup: npm install uplot@$UPLOT_VERSION failed; marin report will be unavailable"
 fi
 
 BUILD=${BUILD_DIR:-build}

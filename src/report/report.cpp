@@ -1,0 +1,286 @@
+// marin report (see report.hpp): gathers what a run directory holds into one JSON object and
+// pours it into src/report/report.html with uPlot inlined.
+#include "report/report.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "embed/report_html.inc"
+#include "embed/uplot_css.inc"
+#include "embed/uplot_js.inc"
+#include "kernels/kernels.hpp"
+#include "model/accounting.hpp"
+#include "model/config.hpp"
+#include "scaling/forecast.hpp"
+#include "train/safetensors.hpp"
+
+namespace marin::report {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool charts_available() {
+  return embed::uplot_js_found && embed::uplot_css_found;
+}
+
+namespace {
+
+// Largest model.safetensors whose router biases the report reads (the whole file is parsed).
+constexpr uintmax_t kMaxBiasFileBytes = 1ull << 30;
+
+json read_json_file(const std::string& path) {
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::parse_error& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+}
+
+// Every numeric leaf of a metrics line, by its dotted path ("lr.adam", "router.3.entropy",
+// "eval.domains.fortunes.ce"), so that a field the trainer adds later is drawn without a change
+// here.
+void flatten(const json& j, const std::string& prefix, std::map<std::string, double>& out) {
+  if (j.is_number()) {
+    const double v = j.get<double>();
+    if (std::isfinite(v)) out[prefix] = v;
+  } else if (j.is_boolean()) {
+    out[prefix] = j.get<bool>() ? 1 : 0;
+  } else if (j.is_object()) {
+    for (auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i)
+      flatten(j[i], prefix.empty() ? std::to_string(i) : prefix + "." + std::to_string(i), out);
+  }
+}
+
+// RUN/metrics.jsonl as columns (null where a line lacks the field); thinned to about max_points
+// lines, always keeping the lines that carry an evaluation or a forecast record.
+json metric_columns(const std::string& path, int max_points, json& last_eval) {
+  std::vector<json> lines;
+  if (fs::exists(path)) {
+    const std::string text = read_file(path);
+    int64_t no = 0;
+    for (std::string_view line : split_lines(text)) {
+      ++no;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      try {
+        lines.push_back(json::parse(line));
+      } catch (const json::parse_error&) {
+        // A line being written while the report is read: only the last one may be partial.
+        if (size_t(no) != split_lines(text).size()) fail("{}: line {} is not valid JSON", path, no);
+      }
+    }
+  }
+  const size_t stride = std::max<size_t>(1, lines.size() / size_t(std::max(1, max_points)));
+  std::vector<std::map<std::string, double>> rows;
+  std::map<std::string, int> names;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const json& m = lines[i];
+    if (m.contains("eval")) last_eval = {{"step", m.value("step", 0)}, {"eval", m["eval"]}};
+    const bool keep = i % stride == 0 || i + 1 == lines.size() || m.contains("eval") ||
+                      m.contains("valid_ce") || m.contains("forecast");
+    if (!keep) continue;
+    rows.emplace_back();
+    flatten(m, "", rows.back());
+    for (auto& [k, _] : rows.back()) names[k] = 1;
+  }
+  json cols = json::object();
+  for (auto& [name, _] : names) {
+    json c = json::array();
+    for (auto& r : rows) {
+      auto it = r.find(name);
+      c.push_back(it == r.end() ? json(nullptr) : json(it->second));
+    }
+    cols[name] = std::move(c);
+  }
+  return cols;
+}
+
+// The run's checkpoints, oldest first, with their step and the QB bias spread of every layer.
+json checkpoints(const std::string& run, int64_t layers) {
+  json out = json::array();
+  const fs::path dir = fs::path(run) / "checkpoints";
+  if (!fs::is_directory(dir)) return out;
+  std::vector<fs::path> ck;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
+        e.path().extension() != ".tmp")
+      ck.push_back(e.path());
+  std::sort(ck.begin(), ck.end());
+  for (const fs::path& p : ck) {
+    json c = {{"name", p.filename().string()}};
+    if (fs::exists(p / "state.json")) {
+      const json st = read_json_file((p / "state.json").string());
+      c["step"] = st.value("step", int64_t(-1));
+      if (st.contains("lineage") && !st["lineage"].is_null()) c["lineage"] = st["lineage"];
+    }
+    const fs::path model = p / "model.safetensors";
+    if (fs::exists(model)) {
+      c["bytes"] = fs::file_size(model);
+      if (fs::file_size(model) <= kMaxBiasFileBytes) {
+        const SafetensorsFile f = read_safetensors(model.string());
+        json spread = json::array();
+        for (int64_t l = 0; l < layers; ++l) {
+          const std::string name = fmt::format("layers.{}.moe.router_bias", l);
+          if (!f.contains(name)) break;
+          const auto& b = f.at(name).data;
+          const auto [lo, hi] = std::minmax_element(b.begin(), b.end());
+          spread.push_back(b.empty() ? 0.0 : double(*hi - *lo));
+        }
+        c["bias_spread"] = spread;
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The forecast's band at each fraction (prediction ± the fit's leave-one-out RMSE).
+json forecast_band(const std::string& path) {
+  const json f = read_json_file(path);
+  json band = json::array();
+  if (!f.contains("fits") || !f["fits"].is_array())
+    fail("{}: no \"fits\" array (a marin forecast.json?)", path);
+  for (const json& e : f["fits"]) {
+    if (!e.contains("predicted_loss") || !e["predicted_loss"].is_number()) continue;
+    const double p = e["predicted_loss"].get<double>();
+    double r = 0;
+    if (e.contains("fit") && e["fit"].is_object() && e["fit"].contains("loo"))
+      r = e["fit"]["loo"].value("rmse", 0.0);
+    band.push_back({{"step", e.value("target_step", int64_t(0))},
+                    {"fraction", e.value("fraction", 0.0)},
+                    {"predicted", p},
+                    {"lo", p - r},
+                    {"hi", p + r}});
+  }
+  json out = {{"file", path}, {"band", band}};
+  if (f.contains("prediction")) out["metric"] = f["prediction"].value("metric", "valid_ce");
+  return out;
+}
+
+json run_data(const std::string& run, const ReportOptions& o) {
+  if (!fs::is_directory(run)) fail("run directory '{}' does not exist", run);
+  const std::string metrics = run + "/metrics.jsonl";
+  if (!fs::exists(metrics) && !fs::exists(run + "/run.json"))
+    fail("'{}' is not a run directory (no metrics.jsonl or run.json)", run);
+  json r;
+  r["dir"] = fs::absolute(run).lexically_normal().string();
+  std::string name = fs::path(r["dir"].get<std::string>()).filename().string();
+  r["name"] = name;
+  json opts = json::object();
+  if (fs::exists(run + "/run.json")) {
+    const json rj = read_json_file(run + "/run.json");
+    opts = rj.value("options", json::object());
+    r["lineage"] = rj.value("lineage", json());
+    r["world_size"] = rj.value("world_size", 1);
+  }
+  int64_t layers = 0;
+  if (opts.contains("model")) {
+    const ModelConfig c = ModelConfig::from_json(opts["model"], run + "/run.json");
+    layers = c.num_layers;
+    const int64_t batch = opts.value("batch", int64_t(1));
+    r["model"] = {{"preset", opts.value("preset", "")},
+                  {"layers", c.num_layers},
+                  {"experts", c.num_experts},
+                  {"top_k", c.top_k},
+                  {"active_params", account(c).active_params},
+                  {"batch", batch},
+                  {"seq_len", c.seq_len},
+                  {"steps", opts.value("steps", int64_t(0))},
+                  {"transport", opts.value("transport", "")},
+                  {"optimizer", opts.value("optimizer", json::object()).value("kind", "")},
+                  {"train_flops_per_token", 3.0 * double(forward_flops_per_token(c))}};
+  }
+  json last_eval;
+  r["columns"] = metric_columns(metrics, o.max_points, last_eval);
+  r["last_eval"] = last_eval;
+  r["checkpoints"] = checkpoints(run, layers);
+  std::string fc = o.forecast.empty() ? opts.value("forecast", "") : o.forecast;
+  if (!fc.empty()) {
+    if (!fs::exists(fc) && fs::exists(fs::path(run) / fc)) fc = (fs::path(run) / fc).string();
+    if (fs::exists(fc))
+      r["forecast"] = forecast_band(fc);
+    else
+      r["forecast_missing"] = fc;
+  }
+  if (fs::exists(run + "/forecast_report.json"))
+    r["forecast_report"] = read_json_file(run + "/forecast_report.json");
+  return r;
+}
+
+// JSON inside <script>: "</" would end the element.
+std::string script_safe(std::string s) {
+  for (size_t at = 0; (at = s.find("</", at)) != std::string::npos; at += 3)
+    s.replace(at, 2, "<\\/");
+  return s;
+}
+
+void replace_once(std::string& s, const std::string& what, const std::string& with) {
+  const size_t at = s.find(what);
+  MARIN_CHECK(at != std::string::npos, "report template: placeholder {} is missing", what);
+  s.replace(at, what.size(), with);
+}
+
+}  // namespace
+
+std::string report_data(const std::vector<std::string>& runs, const ReportOptions& o) {
+  if (runs.empty()) fail("marin report: give at least one run directory");
+  json d;
+  d["generated"] = scaling::utc_now();
+  d["runs"] = json::array();
+  for (const std::string& r : runs) d["runs"].push_back(run_data(r, o));
+  if (o.measure_peak) {
+    // Measured once per process: a trainer refreshing its report every N steps pays it once.
+    static const int threads = omp_get_max_threads();
+    static const kernels::PeakResult p = kernels::measure_fma_peak(threads);
+    d["peak"] = {{"gflops", p.gflops}, {"threads", threads}, {"isa", kernels::isa_name()}};
+  }
+  return d.dump();
+}
+
+std::string render_report(const std::vector<std::string>& runs, const ReportOptions& o) {
+  if (!charts_available())
+    fail(
+        "marin report: this binary was built without uPlot (run scripts/setup.sh, which "
+        "installs it from npm into ~/.cache/marin/npm-report, then rebuild; or configure with "
+        "-DMARIN_UPLOT_DIR=<uplot's dist folder>)");
+  std::string html(embed::report_html, sizeof(embed::report_html) - 1);
+  std::string title;
+  for (const std::string& r : runs)
+    title += (title.empty() ? "" : " vs ") + fs::absolute(r).lexically_normal().filename().string();
+  replace_once(html, "/*MARIN_UPLOT_CSS*/",
+               std::string(embed::uplot_css, sizeof(embed::uplot_css) - 1));
+  const std::string js(embed::uplot_js, sizeof(embed::uplot_js) - 1);
+  MARIN_CHECK(js.find("</script") == std::string::npos,
+              "uPlot's script contains '</script' and cannot be inlined");
+  replace_once(html, "/*MARIN_UPLOT_JS*/", js);
+  std::string escaped;
+  for (char ch : title) {
+    if (ch == '<')
+      escaped += "&lt;";
+    else if (ch == '>')
+      escaped += "&gt;";
+    else if (ch == '&')
+      escaped += "&amp;";
+    else
+      escaped += ch;
+  }
+  replace_once(html, "MARIN_TITLE", escaped);
+  replace_once(html, "/*MARIN_DATA*/null", script_safe(report_data(runs, o)));
+  return html;
+}
+
+void write_report(const std::vector<std::string>& runs, const std::string& out,
+                  const ReportOptions& o) {
+  write_file_atomic(out, render_report(runs, o));
+}
+
+}  // namespace marin::report
