@@ -53,10 +53,9 @@ int run_sample(const SampleOptions& o) {
   if (int64_t(tok.vocab_size()) > c.vocab_size)
     fail("{}: {} tokens, but the model's vocab_size is {} (tokenizer and checkpoint do not match)",
          tok_path, tok.vocab_size(), c.vocab_size);
-  ParamTable table(c);
-  Buffer<float> params(table.total());
-  load_params(o.checkpoint, table, params.data(), o.allow_nonfinite);
-  Decoder<float> dec(c, table, params.data());
+  Model<float> model(c, 1);
+  load_params(o.checkpoint, model.table(), model.params().data(), o.allow_nonfinite);
+  Decoder<float> dec(model);
 
   std::vector<uint32_t> ids = tok.encode(o.prompt);
   if (ids.empty()) fail("--prompt is empty: give at least one character of text");

@@ -1,12 +1,12 @@
 #pragma once
 // Incremental decoding (recipe §2, one token at a time) and token sampling.
 //
-// Decoder<T> reads the weights of a model (a Model<T> or any flat parameter buffer laid out by a
-// ParamTable) and keeps, per layer, exactly the state the full-sequence forward would read when it
-// computes position p: a KV cache (local layers: a ring buffer of the last sliding_window
-// positions; global layers: every position up to seq_len) and the last sconv_kernel−1 inputs of
-// each SConv site (k, attention output, MoE output). step(token) then returns the logits the
-// full forward computes at that position, for a single document (one segment id). See
+// Decoder<T> owns a sequence's decoding state (model/decode_cache.hpp: per layer a KV cache —
+// local layers a ring of the last sliding_window positions, global layers every position up to
+// seq_len — and the last sconv_kernel−1 inputs of each SConv site) and runs each token through
+// the model's own modules (Model::decode), so step(token) returns the logits the full forward
+// computes at that position, for a single document (one segment id). The sampler has no model
+// code of its own: only the token loop's state and the choice of the next token. See
 // docs/sampling.md.
 //
 //   Model<float> m(cfg, 1); load_params(dir, m.table(), m.params().data());
@@ -23,7 +23,6 @@
 #include "core/rng.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
-#include "model/params.hpp"
 
 namespace marin {
 
@@ -48,69 +47,29 @@ size_t utf8_complete_prefix(std::string_view s);
 template <class T>
 class Decoder {
  public:
-  // `params` (laid out by `table`, which must be built from `c`) must outlive the decoder; the
-  // weights are read in place, never copied or modified.
-  Decoder(const ModelConfig& c, const ParamTable& table, const T* params);
-  explicit Decoder(const Model<T>& m) : Decoder(m.config(), m.table(), m.params().data()) {}
+  // `m` must outlive the decoder; its weights are read in place, never modified. Decoding
+  // overwrites m's saved activations (not m.logits()), so a training step needs a new forward.
+  explicit Decoder(Model<T>& m) : m_(m), cache_(m.config()) {}
 
   // Forget the sequence (position 0, empty caches).
-  void reset();
+  void reset() { cache_.reset(); }
   // Runs one token at position position() and advances; returns its logits [vocab_size] (valid
   // until the next step/prefill/reset). Throws marin::Error when the position would reach
   // seq_len or the id is outside the vocabulary.
-  const T* step(int32_t token);
+  const T* step(int32_t token) { return m_.decode(token, cache_); }
   // step() over n >= 1 tokens; returns the logits of the last.
   const T* prefill(const int32_t* tokens, int64_t n);
 
-  const T* logits() const { return logits_.data(); }
-  int64_t position() const { return pos_; }
-  int64_t capacity() const { return c_.seq_len; }
-  const ModelConfig& config() const { return c_; }
+  const T* logits() const { return cache_.logits.data(); }
+  int64_t position() const { return cache_.pos; }
+  int64_t capacity() const { return m_.config().seq_len; }
+  const ModelConfig& config() const { return m_.config(); }
   // Bytes of decoding state (KV caches + SConv taps), what docs/sampling.md reports.
-  int64_t state_bytes() const;
+  int64_t state_bytes() const { return cache_.state_bytes(); }
 
  private:
-  struct Norm {
-    const T *gain = nullptr, *down = nullptr, *up = nullptr;
-  };
-  struct Layer {
-    bool global = false;
-    int64_t kv_used = 0;  // KV heads read by attention (kv_heads_local or kv_heads_global)
-    int64_t cap = 0;      // cache rows: sliding_window (ring) or seq_len
-    Norm attn_norm, mlp_norm;
-    const T *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr, *gate = nullptr;
-    const T *sconv_k = nullptr, *sconv_attn = nullptr, *sconv_mlp = nullptr;
-    const T *router = nullptr, *router_bias = nullptr, *latent_down = nullptr,
-            *latent_norm = nullptr, *latent_up = nullptr;
-    const T *ex_gate = nullptr, *ex_up = nullptr, *ex_down = nullptr;
-    std::vector<const T*> sh_gate, sh_up, sh_down;
-    // State. k/v caches: [cap, kv_used·hd], row = position % cap. k is the attention key after
-    // SConv, QK-norm and RoPE; v is the raw value projection.
-    Buffer<T> kc, vc;
-    // SConv taps: [k−1, C] rings, row = position % (k−1): the pre-SConv k projection (C = kv_dim),
-    // the attention output (C = d) and the MoE + shared output (C = d).
-    Buffer<T> tap_k, tap_attn, tap_mlp;
-  };
-
-  const T* W(const std::string& name) const;
-  const T* W_opt(const std::string& name) const;
-  void gated_norm(const Norm& n, const T* x, T* out);
-  // out = Σ_j w_j·x_{p−j} with x_p = x, taps from `ring`; then x is pushed into the ring.
-  void sconv(const T* w, Buffer<T>& ring, const T* x, T* out, int64_t C);
-  void attention(Layer& L, const T* x, T* out);
-  void moe(Layer& L, const T* x, T* out);
-
-  ModelConfig c_;
-  const ParamTable& table_;
-  const T* params_;
-  int64_t pos_ = 0;
-  Norm embed_norm_, final_norm_;
-  const T *embed_ = nullptr, *head_ = nullptr;
-  std::vector<Layer> layers_;
-  Buffer<T> rope_cos_, rope_sin_;  // [seq_len, rope_dim/2], angles computed in double
-  // Per-token workspace.
-  Buffer<T> h_, a_, b_, t0_, t1_, q_, k_, v_, y_, scores_, gl_, route_, z_, ze_, eh_, ea_, eb_,
-      logits_;
+  Model<T>& m_;
+  DecodeCache<T> cache_;
 };
 
 }  // namespace marin

@@ -47,10 +47,11 @@ void sconv_bwd(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T
 // ---- half-RoPE, interleaved pairs, in place (cpu/rope.cpp) ----
 // x: [B, S, nheads, hd] with `row_stride` elements between consecutive tokens. Rotates the first
 // rope_dim dims of every head by angle p * theta^(-2i/rope_dim), p = position in the row.
-// inverse = true applies the transpose rotation (the backward pass).
+// inverse = true applies the transpose rotation (the backward pass). pos0: the position of the
+// row's first token (incremental decoding runs one token at a time at its own position).
 template <class T>
 void rope(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
-          bool inverse);
+          bool inverse, i64 pos0 = 0);
 
 // ---- softmax cross-entropy with z-loss (cpu/xent.cpp) ----
 // logits: [rows, V]. Writes lse[rows] and ce[rows] = lse - logit[label].
@@ -80,6 +81,51 @@ void attention_fwd(const AttnShape& s, const T* q, const T* k, const T* v, const
 template <class T>
 void attention_bwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
                    const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+
+// ---- XSA and the head gate (cpu/xsa.cpp), recipe §2 attention steps 8–9 ----
+// Per token t and query head h, with v the value of the KV head h reads (h / group):
+//   yx = y − (y·v)/(‖v‖² + eps)·v,  sig = σ(gate logit) (in place),  yg = 2·sig·yx.
+struct XsaShape {
+  i64 rows = 0;       // tokens
+  i64 H = 1, hd = 1;  // query heads, head dim; y/yx/yg rows are H·hd
+  i64 group = 1;      // query heads per KV head
+  i64 v_stride = 1;   // elements between consecutive tokens' value rows
+  double eps = 1e-6;
+};
+template <class T>
+void xsa_gate_fwd(const XsaShape& s, const T* y, const T* v, T* sig, T* yx, T* yg);
+// From dyg: dy (overwritten), dgl = d(gate logits) (overwritten) and dv (accumulated).
+template <class T>
+void xsa_gate_bwd(const XsaShape& s, const T* dyg, const T* y, const T* v, const T* yx,
+                  const T* sig, T* dy, T* dv, T* dgl);
+
+// ---- incremental decoding (cpu/decode.cpp): one token at position pos ----
+// Softmax attention of one query token over a KV cache that holds row j % cap for position j
+// (a ring of the window on local layers, every position on global ones). q, out: [H, hd];
+// kc, vc: [cap, kv_used, hd]. Keys pos − window < j <= pos are visible (window 0: all j <= pos).
+struct DecodeAttnShape {
+  int H = 1, kv_used = 1, hd = 1, window = 0;
+  i64 cap = 1;
+};
+template <class T>
+void attention_decode(const DecodeAttnShape& s, const T* q, const T* kc, const T* vc, i64 pos,
+                      T* out);
+// SConv of the token at position pos: y = Σ_{j<k} w_j·x_{pos−j}, the earlier inputs read from
+// `taps` (k−1 rows of C, row (pos − j) % (k−1), none before position 0); then x replaces the
+// row of pos − (k−1). Equal to sconv_fwd at that position of a one-document row.
+template <class T>
+void sconv_step(const T* x, const T* w, T* taps, T* y, i64 pos, int C, int k);
+
+// ---- vectors (cpu/vector_ops.cpp) ----
+template <class T>
+void add(const T* a, const T* b, T* out, i64 n);  // out = a + b (may alias a or b)
+template <class T>
+void scale(T* x, T a, i64 n);  // x *= a
+// out[i] = table[ids[i]] (rows of d); backward: dtable[ids[i]] += dout[i], in row order.
+template <class T>
+void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d);
+template <class T>
+void embedding_bwd(const T* dout, const int32_t* ids, T* dtable, i64 rows, i64 d);
 
 // ---- instruction set (cpu/dispatch.cpp) ----
 // The float kernels are compiled for several Highway targets and run on the best one this CPU

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.hpp"
+
 namespace marin {
 
 constexpr double kQKNormEps = 1e-6;  // rms() without gain, recipe notation
@@ -46,62 +48,76 @@ i64 AttentionLayer<T>::scratch(const ModelConfig& c, i64 rows) {
 }
 
 template <class T>
-void AttentionLayer<T>::forward(const T* x, const int32_t* seg, T* out, int B) {
+kernels::XsaShape AttentionLayer<T>::xsa_shape(i64 rows) const {
+  kernels::XsaShape s;
+  s.rows = rows;
+  s.H = c_.num_heads;
+  s.hd = c_.head_dim;
+  s.group = c_.num_heads / (global_ ? c_.kv_heads_global : c_.kv_heads_local);
+  s.v_stride = c_.kv_dim();
+  s.eps = kXsaEps;
+  return s;
+}
+
+template <class T>
+void AttentionLayer<T>::forward(const T* x, const int32_t* seg, T* out, int B,
+                                const DecodeAt<T>* at) {
   x_ = x;
   seg_ = seg;
-  const i64 rows = i64(B) * S_, d = c_.hidden_dim, qd = c_.q_dim(), kd = c_.kv_dim();
+  const int S = at ? 1 : S_;
+  MARIN_CHECK(!at || B == 1, "attention: decoding runs one token, got {} rows", B);
+  const i64 rows = i64(B) * S, d = c_.hidden_dim, qd = c_.q_dim(), kd = c_.kv_dim();
   const i64 H = c_.num_heads, KV = c_.kv_heads_local, hd = c_.head_dim;
-  const auto sh = shape(B);
+  const i64 pos0 = at ? at->pos : 0;
 
   linear_fwd(x, wq_.w, q_raw_.data(), rows, d, qd);
   linear_fwd(x, wk_.w, k_pre_.data(), rows, d, kd);
   linear_fwd(x, wv_.w, v_.data(), rows, d, kd);
   // SConv on k over all stored channels, before the head split.
-  if (sconv_k_.w)
-    kernels::sconv_fwd(k_pre_.data(), sconv_k_.w, seg, k_raw_.data(), B, S_, int(kd),
+  if (sconv_k_.w && at)
+    kernels::sconv_step(k_pre_.data(), sconv_k_.w, at->cache->tap_k.data(), k_raw_.data(), pos0,
+                        int(kd), int(c_.sconv_kernel));
+  else if (sconv_k_.w)
+    kernels::sconv_fwd(k_pre_.data(), sconv_k_.w, seg, k_raw_.data(), B, S, int(kd),
                        int(c_.sconv_kernel));
   else
-    std::copy(k_pre_.begin(), k_pre_.end(), k_raw_.begin());
+    std::copy(k_pre_.data(), k_pre_.data() + rows * kd, k_raw_.data());
   // QK-norm per head (no gain), then RoPE on local layers, then qk_mult on q.
   kernels::rmsnorm_fwd<T>(q_raw_.data(), nullptr, qf_.data(), rstd_q_.data(), rows * H, hd,
                           kQKNormEps);
   kernels::rmsnorm_fwd<T>(k_raw_.data(), nullptr, kf_.data(), rstd_k_.data(), rows * KV, hd,
                           kQKNormEps);
   if (!global_ && c_.rope_dim > 0) {
-    kernels::rope(qf_.data(), B, S_, int(H), int(hd), qd, int(c_.rope_dim), c_.rope_theta, false);
-    kernels::rope(kf_.data(), B, S_, int(KV), int(hd), kd, int(c_.rope_dim), c_.rope_theta, false);
+    kernels::rope(qf_.data(), B, S, int(H), int(hd), qd, int(c_.rope_dim), c_.rope_theta, false,
+                  pos0);
+    kernels::rope(kf_.data(), B, S, int(KV), int(hd), kd, int(c_.rope_dim), c_.rope_theta, false,
+                  pos0);
   }
-  const T qk = T(c_.qk_mult);
-  T* qf = qf_.data();
-  for (i64 i = 0; i < rows * qd; ++i) qf[i] *= qk;
+  kernels::scale(qf_.data(), T(c_.qk_mult), rows * qd);
 
-  kernels::attention_fwd(sh, qf_.data(), kf_.data(), v_.data(), seg, y_.data(), lse_.data());
-
-  // Head gate logits x @ A → σ, saved.
-  T* sig = sig_.data();
-  linear_fwd(x, gate_.w, sig, rows, d, H);
-  const i64 group = H / sh.kv_used;
-  const T *y = y_.data(), *v = v_.data();
-  T *yx = y_xsa_.data(), *yg = y_gated_.data();
-#pragma omp parallel for schedule(static)
-  for (i64 t = 0; t < rows; ++t) {
-    for (i64 h = 0; h < H; ++h) {
-      const T* yh = y + t * qd + h * hd;
-      const T* vh = v + t * kd + (h / group) * hd;
-      T* oh = yx + t * qd + h * hd;
-      // XSA: remove the component of y along the head's own value vector.
-      T yv = 0, vv = 0;
-      for (i64 i = 0; i < hd; ++i) yv += yh[i] * vh[i], vv += vh[i] * vh[i];
-      const T coef = yv / (vv + T(kXsaEps));
-      const T s = sigmoid(sig[t * H + h]);
-      sig[t * H + h] = s;
-      T* gh = yg + t * qd + h * hd;
-      for (i64 i = 0; i < hd; ++i) {
-        oh[i] = yh[i] - coef * vh[i];
-        gh[i] = T(2) * s * oh[i];
-      }
-    }
+  if (at) {
+    // This position's key and value (the heads attention reads) join the cache, then the query
+    // attends over every cached position it can see.
+    LayerCache<T>& L = *at->cache;
+    const i64 row = L.kv_used * hd, slot = pos0 % L.cap;
+    std::copy(kf_.data(), kf_.data() + row, L.k.data() + slot * row);
+    std::copy(v_.data(), v_.data() + row, L.v.data() + slot * row);
+    kernels::DecodeAttnShape ds;
+    ds.H = int(H);
+    ds.kv_used = int(L.kv_used);
+    ds.hd = int(hd);
+    ds.window = global_ ? 0 : int(c_.sliding_window);
+    ds.cap = L.cap;
+    kernels::attention_decode(ds, qf_.data(), L.k.data(), L.v.data(), pos0, y_.data());
+  } else {
+    kernels::attention_fwd(shape(B), qf_.data(), kf_.data(), v_.data(), seg, y_.data(),
+                           lse_.data());
   }
+
+  // Head gate logits x @ A (σ in place), XSA, the gate.
+  linear_fwd(x, gate_.w, sig_.data(), rows, d, H);
+  kernels::xsa_gate_fwd(xsa_shape(rows), y_.data(), v_.data(), sig_.data(), y_xsa_.data(),
+                        y_gated_.data());
   linear_fwd(y_gated_.data(), wo_.w, out, rows, qd, d);
 }
 
@@ -111,7 +127,6 @@ void AttentionLayer<T>::backward(const T* dout, T* dx, int B, Arena<T>& arena) {
   const i64 rows = i64(B) * S_, d = c_.hidden_dim, qd = c_.q_dim(), kd = c_.kv_dim();
   const i64 H = c_.num_heads, KV = c_.kv_heads_local, hd = c_.head_dim;
   const auto sh = shape(B);
-  const i64 group = H / sh.kv_used;
 
   T* dyg = arena.take(rows * qd);  // d(gated y)
   T* dy = arena.take(rows * qd);   // d(attention output, pre-XSA)
@@ -123,45 +138,14 @@ void AttentionLayer<T>::backward(const T* dout, T* dx, int B, Arena<T>& arena) {
   T* dk2 = arena.take(rows * kd);
 
   linear_bwd(dout, y_gated_.data(), wo_.w, dyg, wo_.g, rows, qd, d);
-  const T *y = y_.data(), *v = v_.data(), *yx = y_xsa_.data(), *sig = sig_.data();
-#pragma omp parallel for schedule(static)
-  for (i64 t = 0; t < rows; ++t) {
-    for (i64 h = 0; h < H; ++h) {
-      const T* g = dyg + t * qd + h * hd;
-      const T* oh = yx + t * qd + h * hd;
-      const T* yh = y + t * qd + h * hd;
-      const T* vh = v + t * kd + (h / group) * hd;
-      T* dvh = dv_xsa + t * kd + (h / group) * hd;
-      T* dyh = dy + t * qd + h * hd;
-      const T s = sig[t * H + h];
-      // Gate: yg = 2 s · yx.
-      T gsum = 0;
-      for (i64 i = 0; i < hd; ++i) gsum += g[i] * oh[i];
-      dgl[t * H + h] = gsum * T(2) * s * (T(1) - s);
-      // XSA: yx = y − c·v, c = (y·v)/n, n = |v|² + eps.
-      T yv = 0, vv = 0, gv = 0;
-      for (i64 i = 0; i < hd; ++i) {
-        const T dyx = T(2) * s * g[i];
-        yv += yh[i] * vh[i];
-        vv += vh[i] * vh[i];
-        gv += dyx * vh[i];
-      }
-      const T n = vv + T(kXsaEps), c = yv / n;
-      for (i64 i = 0; i < hd; ++i) {
-        const T dyx = T(2) * s * g[i];
-        dyh[i] = dyx - gv / n * vh[i];
-        dvh[i] += -c * dyx - gv * (yh[i] / n - T(2) * c * vh[i] / n);
-      }
-    }
-  }
+  kernels::xsa_gate_bwd(xsa_shape(rows), dyg, y_.data(), v_.data(), y_xsa_.data(), sig_.data(), dy,
+                        dv_xsa, dgl);
   linear_bwd(dgl, x_, gate_.w, dx, gate_.g, rows, d, H);  // dx starts here (overwrite)
 
   kernels::attention_bwd(sh, qf_.data(), kf_.data(), v_.data(), seg_, y_.data(), lse_.data(), dy,
                          dq, dk, dv);
-  for (i64 i = 0; i < rows * kd; ++i) dv[i] += dv_xsa[i];
-
-  const T qk = T(c_.qk_mult);
-  for (i64 i = 0; i < rows * qd; ++i) dq[i] *= qk;
+  kernels::add(dv, dv_xsa, dv, rows * kd);
+  kernels::scale(dq, T(c_.qk_mult), rows * qd);
   if (!global_ && c_.rope_dim > 0) {
     kernels::rope(dq, B, S_, int(H), int(hd), qd, int(c_.rope_dim), c_.rope_theta, true);
     kernels::rope(dk, B, S_, int(KV), int(hd), kd, int(c_.rope_dim), c_.rope_theta, true);

@@ -5,6 +5,7 @@
 #include "core/arena.hpp"
 #include "core/buffer.hpp"
 #include "model/config.hpp"
+#include "model/decode_cache.hpp"
 #include "model/weights.hpp"
 
 namespace marin {
@@ -15,7 +16,9 @@ class AttentionLayer {
   AttentionLayer() = default;
   AttentionLayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S);
   // x: [B·S, d] (kept alive by the caller), seg: [B, S]. out: [B·S, d].
-  void forward(const T* x, const int32_t* seg, T* out, int B);
+  // Decoding (`at` set): one token (B = 1, seg unused) at position at->pos; its key and value join
+  // the layer's cache and the query attends over the cached positions it can see.
+  void forward(const T* x, const int32_t* seg, T* out, int B, const DecodeAt<T>* at = nullptr);
   // dx overwritten.
   void backward(const T* dout, T* dx, int B, Arena<T>& arena);
   static i64 scratch(const ModelConfig& c, i64 rows);
@@ -31,6 +34,7 @@ class AttentionLayer {
   Buffer<T> q_raw_, k_pre_, k_raw_, v_, rstd_q_, rstd_k_, qf_, kf_, y_, lse_, y_xsa_, sig_,
       y_gated_;
   kernels::AttnShape shape(int B) const;
+  kernels::XsaShape xsa_shape(i64 rows) const;
 };
 
 }  // namespace marin

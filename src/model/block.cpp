@@ -37,35 +37,39 @@ i64 Block<T>::scratch(const ModelConfig& c, i64 rows, int expert_ranks) {
   return 3 * rows * d + inner + 256;
 }
 
-// out = h + SConv(x) (or h + x without the site); conv input x is the saved activation.
+// out = h + SConv(x) (or h + x without the site); conv input x is the saved activation. While
+// decoding, the SConv reads and extends the site's tap ring instead of the row.
 template <class T>
 static void residual_add(const T* h, const T* x, const Weight<T>& conv, const int32_t* seg, T* out,
-                         int B, int S, i64 d, int k) {
+                         int B, int S, i64 d, int k, const DecodeAt<T>* at, Buffer<T>* taps) {
   const i64 n = i64(B) * S * d;
-  if (conv.w) {
+  if (!conv.w) return kernels::add(h, x, out, n);
+  if (at)
+    kernels::sconv_step(x, conv.w, taps->data(), out, at->pos, int(d), k);
+  else
     kernels::sconv_fwd(x, conv.w, seg, out, B, S, int(d), k);
-    for (i64 i = 0; i < n; ++i) out[i] += h[i];
-  } else {
-    for (i64 i = 0; i < n; ++i) out[i] = h[i] + x[i];
-  }
+  kernels::add(out, h, out, n);
 }
 
 template <class T>
-void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B,
-                       const Dispatch& dispatch) {
+void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, const Dispatch& dispatch,
+                       const DecodeAt<T>* at) {
   seg_ = seg;
-  const i64 rows = i64(B) * S_, d = c_.hidden_dim;
+  const int S = at ? 1 : S_;
+  const i64 rows = i64(B) * S, d = c_.hidden_dim;
   const int k = int(c_.sconv_kernel);
   attn_norm_.forward(h_in, a_in_.data(), rows);
-  attn_.forward(a_in_.data(), seg, att_.data(), B);
-  residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S_, d, k);
+  attn_.forward(a_in_.data(), seg, att_.data(), B, at);
+  residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S, d, k, at,
+               at ? &at->cache->tap_attn : nullptr);
 
   mlp_norm_.forward(h_mid_.data(), m_in_.data(), rows);
   moe_.forward(m_in_.data(), m_.data(), rows, dispatch);
   for (size_t j = 0; j < shared_.size(); ++j)
     shared_[j].forward(m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
                        m_.data(), /*accumulate_y=*/true);
-  residual_add(h_mid_.data(), m_.data(), sconv_mlp_, seg, h_out, B, S_, d, k);
+  residual_add(h_mid_.data(), m_.data(), sconv_mlp_, seg, h_out, B, S, d, k, at,
+               at ? &at->cache->tap_mlp : nullptr);
 }
 
 template <class T>
@@ -84,7 +88,7 @@ void Block<T>::backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena) {
                        k);
     dm = dbranch;
   }
-  for (i64 i = 0; i < n; ++i) dnorm_in[i] = 0;
+  std::fill(dnorm_in, dnorm_in + n, T(0));
   moe_.backward(dm, dnorm_in, arena);
   {
     ArenaScope<T> inner(arena);
@@ -94,7 +98,7 @@ void Block<T>::backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena) {
                           dnorm_in, /*accumulate_dx=*/true, s);
   }
   mlp_norm_.backward(dnorm_in, dh_mid, rows, arena);
-  for (i64 i = 0; i < n; ++i) dh_mid[i] += dh_out[i];
+  kernels::add(dh_mid, dh_out, dh_mid, n);
 
   // Attention branch.
   const T* da = dh_mid;
@@ -105,7 +109,7 @@ void Block<T>::backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena) {
   }
   attn_.backward(da, dnorm_in, B, arena);
   attn_norm_.backward(dnorm_in, dh_in, rows, arena);
-  for (i64 i = 0; i < n; ++i) dh_in[i] += dh_mid[i];
+  kernels::add(dh_in, dh_mid, dh_in, n);
 }
 
 template class Block<float>;

@@ -90,6 +90,7 @@ GpuMemory make_memory(const ModelConfig& c, const ParamSplit& s, const ClusterMe
 ParamSplit split_params(const ModelConfig& c) {
   ParamSplit s;
   const ParamTable table(c);  // names and shapes only: cheap even for the hero
+  // seam: planner arithmetic over the parameter table (counts and FLOPs, no tensors)
   for (const ParamInfo& p : table.params()) {
     if (p.group == OptGroup::State) {
       s.state += p.size;

@@ -121,6 +121,7 @@ std::vector<std::string> ModelConfig::field_names() {
 
 int64_t ModelConfig::num_global_layers() const {
   int64_t g = 0;
+  // seam: counts the global layers (integers)
   for (int64_t i = 0; i < num_layers; ++i) g += is_global(i);
   return g;
 }

@@ -1,5 +1,7 @@
 #include "model/gated_norm.hpp"
 
+#include "kernels/gates.hpp"
+
 namespace marin {
 
 template <class T>
@@ -21,20 +23,9 @@ void GatedRMSNorm<T>::forward(const T* x, T* out, i64 rows) {
   x_ = x;
   kernels::rmsnorm_fwd(x, gain_.w, r_.data(), rstd_.data(), rows, dim_, 1e-5);
   linear_fwd(r_.data(), down_.w, u_.data(), rows, dim_, rank_);
-  const i64 nu = rows * rank_;
-  const T* u = u_.data();
-  T* su = su_.data();
-#pragma omp parallel for schedule(static) if (nu > 65536)
-  for (i64 i = 0; i < nu; ++i) su[i] = u[i] * sigmoid(u[i]);
+  kernels::silu_fwd(u_.data(), su_.data(), rows * rank_);
   linear_fwd(su_.data(), up_.w, gate_.data(), rows, rank_, dim_);
-  const i64 n = rows * dim_;
-  T* g = gate_.data();
-  const T* r = r_.data();
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (i64 i = 0; i < n; ++i) {
-    g[i] = sigmoid(g[i]);
-    out[i] = r[i] * g[i];
-  }
+  kernels::sigmoid_gate_fwd(r_.data(), gate_.data(), out, rows * dim_);
 }
 
 template <class T>
@@ -44,20 +35,10 @@ void GatedRMSNorm<T>::backward(const T* dout, T* dx, i64 rows, Arena<T>& arena) 
   T* dr = arena.take(n);
   T* dgp = arena.take(n);
   T* dsu = arena.take(nu);
-  const T *g = gate_.data(), *r = r_.data();
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (i64 i = 0; i < n; ++i) {
-    dr[i] = dout[i] * g[i];
-    dgp[i] = dout[i] * r[i] * g[i] * (T(1) - g[i]);
-  }
+  kernels::sigmoid_gate_bwd(dout, r_.data(), gate_.data(), dr, dgp, n);
   linear_bwd(dgp, su_.data(), up_.w, dsu, up_.g, rows, rank_, dim_);
-  const T* u = u_.data();
-#pragma omp parallel for schedule(static) if (nu > 65536)
-  for (i64 i = 0; i < nu; ++i) {
-    const T s = sigmoid(u[i]);
-    dsu[i] *= s * (T(1) + u[i] * (T(1) - s));  // silu'(u)
-  }
-  linear_bwd(dsu, r, down_.w, dr, down_.g, rows, dim_, rank_, /*accumulate_dx=*/true);
+  kernels::silu_bwd(dsu, u_.data(), dsu, nu);
+  linear_bwd(dsu, r_.data(), down_.w, dr, down_.g, rows, dim_, rank_, /*accumulate_dx=*/true);
   kernels::rmsnorm_bwd(dr, x_, gain_.w, rstd_.data(), dx, gain_.g, rows, dim_);
 }
 

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/limits.hpp"
 #include "dist/comm.hpp"
+#include "kernels/loss.hpp"
 
 namespace marin {
 
@@ -113,6 +114,7 @@ LossStats Model<T>::forward(const Batch& b) {
   B_ = b.B;
   const i64 rows = i64(b.B) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
   int64_t count = 0;
+  // seam: copies and validates the ids, counting the scored ones (integers, no tensor math)
   for (i64 i = 0; i < rows; ++i) {
     const int32_t t = b.tokens[i], lab = b.labels[i];
     if (t < 0 || t >= V)
@@ -131,10 +133,7 @@ LossStats Model<T>::forward(const Batch& b) {
   inv_count_ = norm > 0 ? 1.0 / double(norm) : 0.0;
 
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
-  const T* E = param("embed.weight");
-#pragma omp parallel for schedule(static)
-  for (i64 i = 0; i < rows; ++i)
-    std::copy(E + tokens_[i] * d, E + (tokens_[i] + 1) * d, embed_.data() + i * d);
+  kernels::embedding_fwd(param("embed.weight"), tokens_.data(), embed_.data(), rows, d);
   embed_norm_.forward(embed_.data(), hs_.data(), rows);
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
@@ -144,14 +143,7 @@ LossStats Model<T>::forward(const Batch& b) {
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);
 
   double ce = 0, z = 0;
-  for (i64 i = 0; i < rows; ++i) {
-    if (labels_[i] < 0) {
-      ce_[i] = 0;
-      continue;
-    }
-    ce += double(ce_[i]);
-    z += double(lse_[i]) * double(lse_[i]);
-  }
+  kernels::loss_sums(ce_.data(), lse_.data(), labels_.data(), rows, &ce, &z);
   LossStats s;
   s.tokens = count;
   if (count == 0) return s;
@@ -182,14 +174,32 @@ void Model<T>::backward() {
     std::swap(dh, dh2);
   }
   embed_norm_.backward(dh, dh2, rows, arena_);
-  T* dE = grad("embed.weight");
-  for (i64 i = 0; i < rows; ++i) {
-    const T* g = dh2 + i * d;
-    T* dst = dE + tokens_[i] * d;
-    for (i64 j = 0; j < d; ++j) dst[j] += g[j];
-  }
+  kernels::embedding_bwd(dh2, tokens_.data(), grad("embed.weight"), rows, d);
   // The router bias (QB state, group State) is left at the zero of grads_.zero(): no module
   // writes its gradient, which tests/test_qb.cpp checks.
+}
+
+template <class T>
+const T* Model<T>::decode(int32_t token, DecodeCache<T>& cache) {
+  const i64 d = cfg_.hidden_dim, V = cfg_.vocab_size;
+  if (token < 0 || token >= V) fail("token id {} is outside the vocabulary [0, {})", token, V);
+  if (cache.pos >= cfg_.seq_len)
+    fail("position {} is past the model's context (seq_len {})", cache.pos, cfg_.seq_len);
+  MARIN_CHECK(cache.layers.size() == blocks_.size() && i64(cache.logits.size()) == V,
+              "decode: the cache was built for another model ({} layers)", cache.layers.size());
+  kernels::embedding_fwd(param("embed.weight"), &token, cache.x.data(), 1, d);
+  T* h = cache.h.data();
+  T* h2 = cache.h2.data();
+  embed_norm_.forward(cache.x.data(), h, 1);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const DecodeAt<T> at{&cache.layers[l], cache.pos};
+    blocks_[l]->forward(h, nullptr, h2, 1, Dispatch{}, &at);
+    std::swap(h, h2);
+  }
+  final_norm_.forward(h, cache.x.data(), 1);
+  linear_fwd(cache.x.data(), param("lm_head"), cache.logits.data(), 1, d, V);
+  ++cache.pos;
+  return cache.logits.data();
 }
 
 template class Model<float>;

@@ -76,6 +76,14 @@ class Model {
   // Gradients of the last forward's loss, written (not accumulated) into grads().
   void backward();
 
+  // Incremental decoding through the same modules as forward(): runs `token` at position
+  // cache.pos of one document, reading and extending the earlier positions' state in `cache`
+  // (built from this model's config), and returns its logits [vocab_size] (cache.logits, valid
+  // until the next call). Dropless, like evaluation. The logits equal forward()'s at that position
+  // of a row holding the same tokens. It overwrites the modules' saved activations (backward()
+  // needs a new forward() first) but not logits() or token_ce().
+  const T* decode(int32_t token, DecodeCache<T>& cache);
+
   // Per-token CE of the last forward ([B·S], label < 0 → 0) and the logits of the last forward.
   const T* token_ce() const { return ce_.data(); }
   const T* logits() const { return logits_.data(); }

@@ -34,6 +34,7 @@ ParamInfo& ParamTable::add(std::string name, std::vector<int64_t> shape, OptGrou
   const std::string shape_text = fmt::format("{} of shape [{}]", p.name, fmt::join(p.shape, ", "));
   p.size = checked("the size of tensor", shape_text, [&] {
     Checked n = 1;
+    // seam: the element count of a shape (checked integers)
     for (auto s : p.shape) n *= s;
     return n;
   });

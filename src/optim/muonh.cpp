@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/optim.hpp"
 #include "optim/newton_schulz.hpp"
 
 namespace marin::optim {
@@ -24,9 +26,7 @@ namespace {
 
 template <class T>
 double norm2(const T* x, i64 n) {
-  double ss = 0.0;
-  for (i64 i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return std::sqrt(ss);
+  return std::sqrt(kernels::sum_squares(x, n));
 }
 
 // The hyperball step on n elements whose norm is `norm(x)`: R = ‖P‖, P' = P − η·R·O/‖O‖,
@@ -36,10 +36,10 @@ void hyperball_move(T* P, const T* O, i64 n, double lr, Norm norm) {
   const double R = std::max(norm(P), kHyperballNormFloor);
   const double on = std::max(norm(O), kHyperballNormFloor);
   const T step = static_cast<T>(lr * R / on);
-  for (i64 i = 0; i < n; ++i) P[i] -= step * O[i];
+  kernels::axpy(T(-step), O, P, n);
   const double pn = std::max(norm(P), kHyperballNormFloor);
   const T rescale = static_cast<T>(R / pn);
-  for (i64 i = 0; i < n; ++i) P[i] *= rescale;
+  kernels::scale(P, rescale, n);
 }
 
 // The hyperball step with one radius over a stack of matrices (see muonh.hpp, StackSum).
@@ -52,12 +52,9 @@ void stack_hyperball_step(T* P, const T* O, i64 mats, i64 mat_size, double lr,
       const double n = norm2(x + e * mat_size, mat_size);
       ss[size_t(e)] = n * n;
     }
-    double total = 0;
-    if (split) {
-      total = split->total(ss.data(), mats);
-    } else {
-      for (double v : ss) total += v;
-    }
+    // The per-matrix sums add in matrix order (bookkeeping over E numbers, not a kernel).
+    const double total =
+        split ? split->total(ss.data(), mats) : std::accumulate(ss.begin(), ss.end(), 0.0);
     return std::sqrt(total);
   };
   hyperball_move(P, O, mats * mat_size, lr, stack_norm);
@@ -82,12 +79,7 @@ void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, doub
   const i64 n = num_mats * rows * cols;
   T* O = workspace;
   T* ns_ws = workspace + n;
-  const T b = static_cast<T>(beta);
-  for (i64 i = 0; i < n; ++i) {
-    const T m = b * M[i] + G[i];
-    M[i] = m;
-    O[i] = b * m + G[i];  // Nesterov
-  }
+  kernels::nesterov_momentum(G, M, O, n, static_cast<T>(beta));
   newton_schulz_batched<T>(O, O, num_mats, rows, cols, ns_ws);
   if (scope == RadiusScope::kLayer && (num_mats > 1 || split))
     stack_hyperball_step<T>(P, O, num_mats, rows * cols, lr, split);

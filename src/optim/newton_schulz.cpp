@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/kernels.hpp"
+#include "kernels/optim.hpp"
 
 namespace marin::optim {
 
@@ -32,10 +33,9 @@ void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace) {
   T* A = X0 + m * n;  // [m, m]
   T* B = A + m * m;   // [m, m]
 
-  double ss = 0.0;
-  for (i64 i = 0; i < total; ++i) ss += static_cast<double>(U[i]) * static_cast<double>(U[i]);
+  const double ss = kernels::sum_squares(U, total);
   const T scale = static_cast<T>(1.0 / (std::sqrt(ss) + kNsNormEps));
-  for (i64 i = 0; i < total; ++i) X0[i] = U[i] * scale;
+  kernels::scale_to(U, scale, X0, total);
 
   // Five iterations alternate X0 -> O -> X0 -> O -> X0 -> O: the last lands in O.
   T* src = X0;
@@ -50,9 +50,9 @@ void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace) {
     else
       gemm<T>(false, true, m, m, n, T(1), src, n, src, n, T(0), A, m);
     // B = b·A + c·A·A + a·I: folding a·X into the product saves a pass over X.
-    for (i64 i = 0; i < m * m; ++i) B[i] = b * A[i];
+    kernels::scale_to(A, b, B, m * m);
     gemm<T>(false, false, m, m, m, c, A, m, A, m, T(1), B, m);
-    for (i64 i = 0; i < m; ++i) B[i * m + i] += a;
+    kernels::add_diagonal(B, m, a);
     // X ← (B + a·I)·X in the wide form; X ← X·(B + a·I)ᵀ in the tall form.
     if (tall)
       gemm<T>(false, true, n, m, m, T(1), src, m, B, m, T(0), dst, m);

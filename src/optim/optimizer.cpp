@@ -1,6 +1,7 @@
 #include "optim/optimizer.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -32,12 +33,14 @@ std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& c
     return p.offset >= region.begin && p.offset < region.end;
   };
   double total = 0;
+  // seam: the optimizer cost model that splits tensors over ranks (a few scalars per tensor)
   for (auto& p : t.params())
     if (inside(p)) total += update_cost(p, cfg);
   std::vector<int64_t> starts(static_cast<size_t>(n) + 1, region.end);
   starts[0] = region.begin;
   double acc = 0;
   int r = 1;
+  // seam: the same cost model
   for (auto& p : t.params()) {
     if (!inside(p)) continue;
     // Tensor p starts a new run when the cost before it has reached that run's share.
@@ -60,9 +63,7 @@ struct Optimizer::ExpertStackSum final : optim::StackSum {
   double total(const double* per_matrix, i64 n) const override {
     std::vector<double> all(size_t(n) * size_t(ep.size()));
     ep.allgather(per_matrix, n, all.data());
-    double t = 0;
-    for (double v : all) t += v;
-    return t;
+    return std::accumulate(all.begin(), all.end(), 0.0);  // in matrix order
   }
   dist::Comm& ep;
 };
@@ -76,6 +77,7 @@ Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
   if (cfg.kind != "muonh" && cfg.kind != "adamw")
     fail("unknown optimizer '{}' (expected muonh or adamw)", cfg.kind);
   int64_t covered = 0, state = 0;
+  // seam: region offsets and state sizes (integers)
   for (ParamRegion& w : regions) {
     MARIN_CHECK(w.range.begin == covered, "optimizer: regions must tile the table in order");
     covered = w.range.end;

@@ -21,26 +21,27 @@ namespace {
 
 template <class T>
 void rope_t(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
-            bool inverse) {
+            bool inverse, i64 pos0) {
   const int half = rope_dim / 2;
   if (half <= 0) return;
-  // The table only depends on (S, rope_dim, theta): keep the last one per calling thread.
+  // The table only depends on (pos0, S, rope_dim, theta): keep the last one per calling thread.
   thread_local int last_S = -1, last_dim = -1;
+  thread_local i64 last_pos0 = -1;
   thread_local double last_theta = 0;
   thread_local std::vector<T> table;  // [S][half] cos, then [S][half] sin
   if (table.size() < size_t(2) * S * half) table.resize(size_t(2) * S * half), last_S = -1;
   T* cs = table.data();
   T* sn = cs + size_t(S) * half;
-  if (S != last_S || rope_dim != last_dim || theta != last_theta) {
+  if (S != last_S || pos0 != last_pos0 || rope_dim != last_dim || theta != last_theta) {
     for (int i = 0; i < half; ++i) {
       const double inv_freq = std::pow(theta, -2.0 * i / rope_dim);
       for (int p = 0; p < S; ++p) {
-        const double phi = p * inv_freq;
+        const double phi = double(pos0 + p) * inv_freq;
         cs[size_t(p) * half + i] = T(std::cos(phi));
         sn[size_t(p) * half + i] = T(std::sin(phi));
       }
     }
-    last_S = S, last_dim = rope_dim, last_theta = theta;
+    last_S = S, last_pos0 = pos0, last_dim = rope_dim, last_theta = theta;
   }
   const T sign = inverse ? T(-1) : T(1);
   const i64 rows = i64(B) * S;
@@ -64,12 +65,12 @@ void rope_t(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim
 }  // namespace
 
 void RopeF32(float* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim, double theta,
-             bool inverse) {
-  rope_t(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+             bool inverse, i64 pos0) {
+  rope_t(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse, pos0);
 }
 void RopeF64(double* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim,
-             double theta, bool inverse) {
-  rope_t(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+             double theta, bool inverse, i64 pos0) {
+  rope_t(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse, pos0);
 }
 
 }  // namespace marin::kernels::cpu::HWY_NAMESPACE
@@ -84,13 +85,15 @@ HWY_EXPORT(RopeF32);
 
 template <>
 void rope<float>(float* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim,
-                 double theta, bool inverse) {
-  HWY_DYNAMIC_DISPATCH(cpu::RopeF32)(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+                 double theta, bool inverse, i64 pos0) {
+  HWY_DYNAMIC_DISPATCH(cpu::RopeF32)
+  (x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse, pos0);
 }
 template <>
 void rope<double>(double* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim,
-                  double theta, bool inverse) {
-  cpu::HWY_STATIC_DISPATCH(RopeF64)(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse);
+                  double theta, bool inverse, i64 pos0) {
+  cpu::HWY_STATIC_DISPATCH(RopeF64)(x, B, S, nheads, hd, row_stride, rope_dim, theta, inverse,
+                                    pos0);
 }
 
 }  // namespace marin::kernels

@@ -66,6 +66,7 @@ void DispatchPlan::decide(const int32_t* expert, int64_t A, const Dispatch& d,
   for (int64_t e = 0; e < E; ++e) before[e] = wave ? requested[e] : 0;
   if (wave) d.group->exscan_sum(before.data(), E);
   if (in_step)
+    // seam: per-expert arrival counts of the capacity rule (integers)
     for (int64_t e = 0; e < E; ++e) before[e] += arrived[e];
   const double total = double(in_step ? step_assignments : A);
   MARIN_CHECK(capacity_factor > 0 && capacity_factor * total / double(E) < 9e18,
@@ -79,6 +80,7 @@ void DispatchPlan::decide(const int32_t* expert, int64_t A, const Dispatch& d,
     // The whole wave's arrivals count for the micro-batches after it.
     for (int64_t e = 0; e < E; ++e) cursor[e] = requested[e];
     if (wave) d.group->allreduce(cursor.data(), E);
+    // seam: per-expert arrival counts (integers)
     for (int64_t e = 0; e < E; ++e) arrived[e] += cursor[e];
   }
 }
@@ -109,6 +111,7 @@ void DispatchPlan::decide_pooled(const int32_t* expert, int64_t A, const Dispatc
     d.experts->exscan_sum(wave_rank.data(), E * W);
   else
     wave_rank.zero();
+  // seam: the counting sort of assignments by expert (integers)
   for (int64_t a = 0; a < A; ++a) {
     if (wave_of[a] < 0) continue;
     const bool fits = wave_rank[expert[a] * W + wave_of[a]]++ < cap.receiver_rows;
@@ -127,6 +130,7 @@ void DispatchPlan::build(const int32_t* expert, int64_t n, const Dispatch& d,
   for (int64_t e = 0; e <= E; ++e) offsets[e] = 0;
   for (int64_t a = 0; a < A; ++a)
     if (slot_row[a] == 0) offsets[expert[a] + 1]++;
+  // seam: prefix sum of per-expert row counts (integers)
   for (int64_t e = 0; e < E; ++e) offsets[e + 1] += offsets[e], cursor[e] = offsets[e];
   kept = offsets[E];
   dropped = A - kept;

@@ -6,28 +6,15 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "kernels/moe.hpp"
 #include "model/model.hpp"
 
 namespace marin {
 
 template <class T>
 QBRange qb_range(const Routing<T>& r) {
-  const int64_t rows = r.rows, E = r.E;
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -std::numeric_limits<double>::infinity();
-#pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi)
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* s = r.logits.data() + t * E;
-    const double a = double(r.alpha[t]);
-    for (int64_t e = 0; e < E; ++e) {
-      const double mu = double(s[e]) - a;
-      lo = std::min(lo, mu);
-      hi = std::max(hi, mu);
-    }
-  }
   QBRange out;
-  out.lo = lo;
-  out.max = hi;
+  kernels::qb_margin_range(r.logits.data(), r.alpha.data(), r.rows, r.E, &out.lo, &out.max);
   return out;
 }
 
@@ -35,23 +22,9 @@ template <class T>
 void qb_histogram(const Routing<T>& r, const QBRange& range, int64_t bins, int64_t* counts) {
   MARIN_CHECK(bins >= 1, "qb_bins must be >= 1, got {}", bins);
   if (range.empty() || r.rows == 0) return;
-  const int64_t rows = r.rows, E = r.E;
-  const double lo = range.lo, scale = double(bins) / (range.hi() - lo);
-  const T* logits = r.logits.data();
-  const T* alpha = r.alpha.data();
-  // One expert per iteration: each writes only its own row of counts.
-#pragma omp parallel for schedule(static)
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t* c = counts + e * bins;
-    for (int64_t t = 0; t < rows; ++t) {
-      const double mu = double(logits[t * E + e]) - double(alpha[t]);
-      // Clipped into the edge bins; a NaN margin (a non-finite step, which the trainer skips
-      // anyway) lands in bin 0 instead of being undefined behaviour.
-      const double f = std::floor((mu - lo) * scale);
-      const int64_t b = f >= double(bins) ? bins - 1 : (f >= 0 ? int64_t(f) : 0);
-      ++c[b];
-    }
-  }
+  const double scale = double(bins) / (range.hi() - range.lo);
+  kernels::qb_histogram(r.logits.data(), r.alpha.data(), r.rows, r.E, range.lo, scale, bins,
+                        counts);
 }
 
 void qb_solve(const int64_t* counts, int64_t E, int64_t bins, const QBRange& range, double n_star,
@@ -60,28 +33,13 @@ void qb_solve(const int64_t* counts, int64_t E, int64_t bins, const QBRange& ran
     std::fill(beta, beta + E, 0.0);
     return;
   }
-  const double lo = range.lo, w = (range.hi() - lo) / double(bins);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t* c = counts + e * bins;
-    int64_t C = 0;
-    double be = lo;  // no bin reaches n*: threshold at the bottom of the range
-    for (int64_t b = bins - 1; b >= 0; --b) {
-      C += c[b];
-      if (double(C) >= n_star) {
-        be = lo + double(b) * w + w * (double(C) - n_star) / double(std::max<int64_t>(c[b], 1));
-        break;
-      }
-    }
-    beta[e] = be;
-  }
+  kernels::qb_thresholds(counts, E, bins, range.lo, (range.hi() - range.lo) / double(bins), n_star,
+                         beta);
 }
 
 template <class T>
 void qb_bias_from_beta(const double* beta, int64_t E, T* bias) {
-  double mean = 0;
-  for (int64_t e = 0; e < E; ++e) mean += beta[e];
-  mean /= double(E);
-  for (int64_t e = 0; e < E; ++e) bias[e] = T(-beta[e] + mean);
+  kernels::qb_center(beta, E, bias);
 }
 
 template <class T>

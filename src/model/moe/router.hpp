@@ -7,6 +7,10 @@
 #include "model/config.hpp"
 #include "model/weights.hpp"
 
+namespace marin::kernels {
+struct RouterShape;  // kernels/moe.hpp
+}  // namespace marin::kernels
+
 namespace marin {
 
 // What the router decided for one batch; the dispatcher, the QB estimator and the health metrics
@@ -35,6 +39,7 @@ class Router {
   const T* bias() const { return bias_.w; }
 
  private:
+  kernels::RouterShape shape(i64 rows) const;
   Weight<T> w_, bias_;
   i64 d_ = 0;
   double combine_sum_ = 2.5;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "kernels/moe.hpp"
 
 namespace marin {
 
@@ -56,25 +57,9 @@ void RouterStatsAccumulator::add(const Routing<T>& r, const DispatchPlan& plan) 
   double* psum = sums_.data() + kHeader;
   double* load = psum + E;
   double ent = 0, lse2 = 0;
-#pragma omp parallel for schedule(static) reduction(+ : ent, lse2) reduction(+ : psum[:E])
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* s = r.logits.data() + t * E;
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t e = 0; e < E; ++e) m = std::max(m, double(s[e]));
-    double Z = 0, ws = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      const double x = std::exp(double(s[e]) - m);
-      Z += x;
-      ws += x * double(s[e]);
-    }
-    const double lse = m + std::log(Z);
-    ent += lse - ws / Z;  // H(p) = lse − Σ p_e s_e
-    lse2 += lse * lse;
-    for (int64_t e = 0; e < E; ++e) psum[e] += std::exp(double(s[e]) - lse);
-  }
+  kernels::router_softmax_sums(r.logits.data(), rows, E, &ent, &lse2, psum);
   // Loads from the selection itself (the plan's `requested` counts the same thing).
-  const int32_t* ex = r.expert.data();
-  for (int64_t i = 0; i < rows * K_; ++i) load[ex[i]] += 1;
+  kernels::count_loads(r.expert.data(), rows * K_, load);
   sums_[kTokens] += double(rows);
   sums_[kDropped] += double(plan.dropped);
   sums_[kSenderDropped] += double(plan.sender_dropped);
@@ -96,19 +81,12 @@ RouterStats RouterStatsAccumulator::finish() const {
   st.drop_fraction = sums_[kDropped] / assignments;
   st.sender_drop_fraction = sums_[kSenderDropped] / assignments;
   st.receiver_drop_fraction = sums_[kReceiverDropped] / assignments;
-  double bal = 0, hf = 0, mx = 0, mn = std::numeric_limits<double>::infinity();
-  for (int64_t e = 0; e < E_; ++e) {
-    const double f = load[e] / assignments;
-    bal += f * (psum[e] / T);
-    if (f > 0) hf -= f * std::log(f);
-    mx = std::max(mx, load[e]);
-    mn = std::min(mn, load[e]);
-  }
-  st.balance = double(E_) * bal;
-  st.load_entropy = hf;
-  st.max_load = mx / n_star;
-  st.min_load = mn / n_star;
-  st.load_ratio = mn > 0 ? mx / mn : std::numeric_limits<double>::infinity();
+  const kernels::LoadStats ls = kernels::load_stats(load, psum, E_, assignments, T);
+  st.balance = double(E_) * ls.balance;
+  st.load_entropy = ls.entropy;
+  st.max_load = ls.max / n_star;
+  st.min_load = ls.min / n_star;
+  st.load_ratio = ls.min > 0 ? ls.max / ls.min : std::numeric_limits<double>::infinity();
   return st;
 }
 

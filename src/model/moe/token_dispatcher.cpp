@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "dist/comm.hpp"
+#include "kernels/moe.hpp"
 
 namespace marin {
 
@@ -23,29 +24,13 @@ ExpertRows<T> LocalDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 
   rows_ = rows;
   plan_.build(r.expert.data(), rows, d, capacity_factor);
   const i64 kept = plan_.kept, l = l_;
-  T* xg = xg_.data();
-#pragma omp parallel for schedule(static)
-  for (i64 row = 0; row < kept; ++row)
-    std::copy(z + plan_.row_token[row] * l, z + (plan_.row_token[row] + 1) * l, xg + row * l);
+  kernels::moe_permute(z, plan_.row_token.data(), xg_.data(), kept, l);
   return {plan_.offsets.data(), plan_.E, kept, xg_.data(), yg_.data()};
 }
 
 template <class T>
 void LocalDispatcher<T>::sum_slots(const T* grouped, const T* w, T* out) const {
-  // out_t = Σ_k keep·w_k·grouped[row of (t, k)], token-parallel (no write races); w null: 1.
-  const i64 l = l_, K = K_;
-#pragma omp parallel for schedule(static)
-  for (i64 t = 0; t < rows_; ++t) {
-    T* ot = out + t * l;
-    for (i64 i = 0; i < l; ++i) ot[i] = 0;
-    for (i64 k = 0; k < K; ++k) {
-      const i64 row = plan_.slot_row[t * K + k];
-      if (row < 0) continue;  // dropped by the transport
-      const T wk = w ? w[t * K + k] : T(1);
-      const T* y = grouped + row * l;
-      for (i64 i = 0; i < l; ++i) ot[i] += wk * y[i];
-    }
-  }
+  kernels::moe_combine(grouped, w, plan_.slot_row.data(), out, rows_, K_, l_);
 }
 
 template <class T>
@@ -58,27 +43,8 @@ const T* LocalDispatcher<T>::combine_backward(const Routing<T>& r, const T* dR, 
                                               Arena<T>& arena) {
   const i64 l = l_, K = K_;
   T* dyg = arena.take(plan_.kept * l + 1);
-  const T* w = r.weight.data();
-#pragma omp parallel for schedule(static)
-  for (i64 t = 0; t < rows_; ++t) {
-    const T* g = dR + t * l;
-    for (i64 k = 0; k < K; ++k) {
-      const i64 row = plan_.slot_row[t * K + k];
-      if (row < 0) {
-        dw[t * K + k] = 0;
-        continue;
-      }
-      const T* y = yg_.data() + row * l;
-      T* dy = dyg + row * l;
-      const T wk = w[t * K + k];
-      T dot = 0;
-      for (i64 i = 0; i < l; ++i) {
-        dy[i] = wk * g[i];
-        dot += g[i] * y[i];
-      }
-      dw[t * K + k] = dot;
-    }
-  }
+  kernels::moe_combine_bwd(dR, yg_.data(), r.weight.data(), plan_.slot_row.data(), dyg, dw, rows_,
+                           K, l);
   return dyg;
 }
 
@@ -112,6 +78,7 @@ void AllToAllDispatcher<T>::exchange(const T* send, T* recv, bool forward) {
   else
     ep_.alltoallv(send, rc_.data(), rd_.data(), recv, sc_.data(), sd_.data());
   const auto& out = forward ? sc_ : rc_;
+  // seam: adds up the bytes sent (integers)
   for (size_t q = 0; q < out.size(); ++q)
     if (int(q) != ep_.rank()) traffic_.bytes += out[q] * int64_t(sizeof(T));
   traffic_.seconds += t.seconds();

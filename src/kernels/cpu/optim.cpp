@@ -1,0 +1,82 @@
+// The optimizer's element-wise kernels (see kernels/optim.hpp). Plain sequential loops: the
+// optimizer is a few percent of a step, and its reductions must keep their order.
+#include "kernels/optim.hpp"
+
+#include <cmath>
+
+namespace marin::kernels {
+
+template <class T>
+double sum_squares(const T* x, i64 n) {
+  double ss = 0.0;
+  for (i64 i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return ss;
+}
+
+template <class T>
+void axpy(T a, const T* x, T* y, i64 n) {
+  for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+template <class T>
+void scale_to(const T* x, T a, T* y, i64 n) {
+  for (i64 i = 0; i < n; ++i) y[i] = x[i] * a;
+}
+
+template <class T>
+void add_diagonal(T* A, i64 m, T a) {
+  for (i64 i = 0; i < m; ++i) A[i * m + i] += a;
+}
+
+template <class T>
+void nesterov_momentum(const T* G, T* M, T* U, i64 n, T beta) {
+  for (i64 i = 0; i < n; ++i) {
+    const T m = beta * M[i] + G[i];
+    M[i] = m;
+    U[i] = beta * m + G[i];
+  }
+}
+
+template <class T>
+void adam_direction(const AdamCoeffs& k, const T* G, T* M, T* V, T* U, i64 n) {
+  const T b1 = T(k.b1), b2 = T(k.b2), c1 = T(k.c1), c2 = T(k.c2);
+  const T ibc1 = T(k.ibc1), ibc2 = T(k.ibc2), eps = T(k.eps);
+  for (i64 i = 0; i < n; ++i) {
+    const T g = G[i];
+    const T m = b1 * M[i] + c1 * g;
+    const T v = b2 * V[i] + c2 * g * g;
+    M[i] = m;
+    V[i] = v;
+    U[i] = (m * ibc1) / (std::sqrt(v * ibc2) + eps);
+  }
+}
+
+template <class T>
+void adam_update(const AdamCoeffs& k, T* P, const T* G, T* M, T* V, i64 n, double lr, double wd) {
+  const T b1 = T(k.b1), b2 = T(k.b2), c1 = T(k.c1), c2 = T(k.c2);
+  const T ibc1 = T(k.ibc1), ibc2 = T(k.ibc2), eps = T(k.eps);
+  const T tlr = T(lr), twd = T(wd);
+  for (i64 i = 0; i < n; ++i) {
+    const T g = G[i];
+    const T m = b1 * M[i] + c1 * g;
+    const T v = b2 * V[i] + c2 * g * g;
+    M[i] = m;
+    V[i] = v;
+    const T u = (m * ibc1) / (std::sqrt(v * ibc2) + eps) + twd * P[i];
+    P[i] -= tlr * u;
+  }
+}
+
+#define MARIN_OPTIM_KERNELS(T)                                                   \
+  template double sum_squares<T>(const T*, i64);                                 \
+  template void axpy<T>(T, const T*, T*, i64);                                   \
+  template void scale_to<T>(const T*, T, T*, i64);                               \
+  template void add_diagonal<T>(T*, i64, T);                                     \
+  template void nesterov_momentum<T>(const T*, T*, T*, i64, T);                  \
+  template void adam_direction<T>(const AdamCoeffs&, const T*, T*, T*, T*, i64); \
+  template void adam_update<T>(const AdamCoeffs&, T*, const T*, T*, T*, i64, double, double);
+MARIN_OPTIM_KERNELS(float)
+MARIN_OPTIM_KERNELS(double)
+#undef MARIN_OPTIM_KERNELS
+
+}  // namespace marin::kernels

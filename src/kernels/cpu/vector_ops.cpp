@@ -1,0 +1,49 @@
+// Element-wise glue between the model's modules: residual adds, scaling, the embedding gather and
+// its scatter-add backward. Memory-bound loops that the compiler vectorises; the embedding
+// backward adds rows in token order, so repeated ids sum in a fixed order.
+#include <algorithm>
+
+#include "kernels/cpu/simd.hpp"
+#include "kernels/kernels.hpp"
+
+namespace marin::kernels {
+
+template <class T>
+void add(const T* a, const T* b, T* out, i64 n) {
+#pragma omp parallel for simd schedule(static) if (n >= cpu::kParallelMin)
+  for (i64 i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <class T>
+void scale(T* x, T a, i64 n) {
+#pragma omp parallel for simd schedule(static) if (n >= cpu::kParallelMin)
+  for (i64 i = 0; i < n; ++i) x[i] *= a;
+}
+
+template <class T>
+void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d) {
+#pragma omp parallel for schedule(static) if (rows * d >= cpu::kParallelMin)
+  for (i64 i = 0; i < rows; ++i)
+    std::copy(table + ids[i] * d, table + (ids[i] + 1) * d, out + i * d);
+}
+
+template <class T>
+void embedding_bwd(const T* dout, const int32_t* ids, T* dtable, i64 rows, i64 d) {
+  for (i64 i = 0; i < rows; ++i) {
+    const T* g = dout + i * d;
+    T* dst = dtable + i64(ids[i]) * d;
+#pragma omp simd
+    for (i64 j = 0; j < d; ++j) dst[j] += g[j];
+  }
+}
+
+#define MARIN_VECTOR_OPS(T)                                               \
+  template void add<T>(const T*, const T*, T*, i64);                      \
+  template void scale<T>(T*, T, i64);                                     \
+  template void embedding_fwd<T>(const T*, const int32_t*, T*, i64, i64); \
+  template void embedding_bwd<T>(const T*, const int32_t*, T*, i64, i64);
+MARIN_VECTOR_OPS(float)
+MARIN_VECTOR_OPS(double)
+#undef MARIN_VECTOR_OPS
+
+}  // namespace marin::kernels
