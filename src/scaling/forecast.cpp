@@ -179,7 +179,6 @@ json make_forecast(const ForecastOptions& o) {
   const std::string file = (fs::path(o.ladder_dir) / "ladder.json").string();
   const json ladder = read_ladder_json(o.ladder_dir);
   const std::string hash = xxh64_hex(read_file(file));
-  const LadderConfig recipe = LadderConfig::recipe_from_json(ladder.at("ladder"), file);
   o.target.validate();
 
   // Rungs by name (their seeds), canaries apart: every fitted run must be done; a canary is
@@ -193,13 +192,15 @@ json make_forecast(const ForecastOptions& o) {
     groups.back().runs.push_back(&r);
   }
   std::vector<std::string> names;
+  for (auto& g : groups)
+    for (const json* r : g.runs)
+      if (!g.canary && (r->value("status", "") != "done" || !r->contains("curve")))
+        fail("{}: rung {} is not done (status {}); finish the ladder first", file,
+             r->value("run", g.name), r->value("status", "?"));
   for (auto& g : groups) {
     if (g.canary) continue;
     names.push_back(g.name);
     for (const json* r : g.runs) {
-      if (r->value("status", "") != "done" || !r->contains("curve"))
-        fail("{}: rung {} is not done (status {}); finish the ladder first", file,
-             r->value("run", g.name), r->value("status", "?"));
       const json& curve = r->at("curve");
       if (int64_t(curve.size()) != kFractions)
         fail("{}: rung {} has {} evaluations, expected {}", file, r->value("run", g.name),
@@ -216,6 +217,7 @@ json make_forecast(const ForecastOptions& o) {
     fail("{}: {} fitted rungs; a fit with L∞ {} needs at least {}", file, names.size(),
          o.law.l_inf ? "fixed" : "fitted", o.law.parameters());
 
+  const LadderConfig recipe = LadderConfig::recipe_from_json(ladder.at("ladder"), file);
   // The target: the batch from the ladder's rule (an override is recorded as one), the budget
   // as a rung's, the options exactly as a rung's at the ladder's first seed.
   const bool batch_override = o.target_batch > 0;
