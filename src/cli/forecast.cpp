@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -84,6 +85,14 @@ int run_forecast(const ForecastCli& a) {
   fmt::print("forecast for {} ({} steps × batch {} [{}], C = {:.4e} FLOPs without the LM head)\n",
              o.target_name, tg["steps"].get<int64_t>(), tg["batch"].get<int64_t>(),
              tg["batch_source"].get<std::string>(), tg["compute"].get<double>());
+  // The same warning as a rung's (ladder.cpp): a multiple that rounds the target off its rule.
+  if (tg["rule_batch"].is_number() && o.target_batch == 0 &&
+      tg["batch"].get<int64_t>() !=
+          std::max<int64_t>(1, std::llround(tg["rule_batch"].get<double>())))
+    fmt::print(stderr,
+               "marin: warning: target {}: batch {} is off the batch rule's {:.3g} (rounded to the "
+               "ladder's multiple)\n",
+               o.target_name, tg["batch"].get<int64_t>(), tg["rule_batch"].get<double>());
   fmt::print("the target must train with: {} (and the ladder's data and tokenizer)\n",
              tg["train_flags"].get<std::string>());
   const auto& law = f["inputs"]["law"];
@@ -101,8 +110,9 @@ int run_forecast(const ForecastCli& a) {
                                        : std::string("- (no fit)"),
                  c["n"].get<int64_t>());
   }
-  fmt::print("{:>5} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>19}\n", "g", "A", "alpha", "L_inf",
-             "R2", "LOO rmse", "predicted", "interval");
+  fmt::print("{:>5} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>19}  {}\n", "g", "A", "alpha", "L_inf",
+             "R2", "LOO rmse", "predicted", "interval",
+             "forward holdouts (predicted − actual, from the smaller rungs)");
   for (auto& e : f["fits"]) {
     const double g = e["fraction"].get<double>();
     if (e["fit"].is_null()) {
@@ -111,15 +121,21 @@ int run_forecast(const ForecastCli& a) {
     }
     const auto& fit = e["fit"];
     const auto iv = e.value("interval", nlohmann::json());
-    fmt::print("{:>4.0f}% {:>11.4e} {:>8.4f} {:>8.4f} {:>8.4f} {:>9} {:>10.4f} {:>19}\n", 100 * g,
-               fit["A"].get<double>(), fit["alpha"].get<double>(), fit["l_inf"].get<double>(),
-               fit["r2"].get<double>(),
+    std::string fwd;
+    for (auto& h : e.value("forward", nlohmann::json::array()))
+      fwd += h.contains("diff_nats") ? fmt::format(" {} {:+.4f}", h["rung"].get<std::string>(),
+                                                   h["diff_nats"].get<double>())
+                                     : fmt::format(" {} -", h["rung"].get<std::string>());
+    fmt::print("{:>4.0f}% {:>11.4e} {:>8.4f} {:>8.4f} {:>8.4f} {:>9} {:>10.4f} {:>19} {}\n",
+               100 * g, fit["A"].get<double>(), fit["alpha"].get<double>(),
+               fit["l_inf"].get<double>(), fit["r2"].get<double>(),
                fit["loo"].is_null() ? std::string("-")
                                     : fmt::format("{:.4f}", fit["loo"]["rmse"].get<double>()),
                e["predicted_loss"].get<double>(),
                iv.is_object()
                    ? fmt::format("[{:.4f}, {:.4f}]", iv["lo"].get<double>(), iv["hi"].get<double>())
-                   : std::string("-"));
+                   : std::string("-"),
+               fwd);
   }
   const auto& fw = f["forward_holdouts"];
   for (auto& r : fw["rungs"])
