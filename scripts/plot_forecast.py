@@ -6,11 +6,12 @@
 Left: every rung's evaluated loss against its compute (C without the LM head) up to each 5% of
 training, the law fitted at 25/50/100% extended to the target's compute, and the target's
 forecast at every fraction (star: 100%). Right: the forecast of the target's loss at each
-fraction g, with the leave-one-rung-out RMSE as a band; with --actual, the target run's
+fraction g, with the leave-one-rung-out RMSE and the prediction interval as bands; with --actual, the target run's
 evaluated loss (valid_ce) at the same fractions.
 """
 import argparse
 import json
+import math
 import sys
 
 try:
@@ -20,6 +21,14 @@ try:
     import matplotlib.pyplot as plt
 except ImportError:
     sys.exit("plot_forecast.py: matplotlib is not installed for this python")
+
+
+def law(fit, c):
+    """The fitted law at compute c: power (default) or sigmoid in ln C with ceiling ln V."""
+    z = math.log(fit["A"]) - fit["alpha"] * math.log(c)
+    if fit.get("law") == "sigmoid":
+        return fit["l_inf"] + (fit["ceiling"] - fit["l_inf"]) / (1 + math.exp(-z))
+    return fit["l_inf"] + math.exp(z)
 
 
 def main():
@@ -51,7 +60,7 @@ def main():
             continue
         fit = e["fit"]
         xs = [cmin * (cmax / cmin) ** (i / 100) for i in range(101)]
-        ys = [fit["l_inf"] + fit["A"] * x ** (-fit["alpha"]) for x in xs]
+        ys = [law(fit, x) for x in xs]
         ax.plot(xs, ys, "--", lw=1,
                 label=f"fit at {g:.0%}: α={fit['alpha']:.3f}, L∞={fit['l_inf']:.3f}")
     tx = [e["target_compute"] for e in fits if e.get("predicted_loss") is not None]
@@ -74,6 +83,13 @@ def main():
     bx.plot(gs, pred, "o-", ms=3, label="forecast")
     bx.fill_between(gs, [p - r for p, r in zip(pred, loo)], [p + r for p, r in zip(pred, loo)],
                     alpha=0.2, label="± leave-one-rung-out RMSE")
+    band = [(e["fraction"], e["interval"]["lo"], e["interval"]["hi"]) for e in fits
+            if isinstance(e.get("interval"), dict)]
+    if band:
+        lvl = fits[-1].get("interval") or {}
+        bx.fill_between([g for g, _, _ in band], [lo for _, lo, _ in band],
+                        [hi for _, _, hi in band], alpha=0.15, color="C4",
+                        label=f"{lvl.get('level', 0.9):.0%} prediction interval (bootstrap)")
     clean = [(e["fraction"], e["predicted_clean_loss"]) for e in fits
              if e.get("predicted_clean_loss") is not None]
     if clean:

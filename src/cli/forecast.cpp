@@ -1,9 +1,11 @@
-// marin forecast: fits L = L∞ + A·C^(−α) across the rungs of a finished ladder at every 5% of
-// training and predicts a target run (recipe.md §9, docs/scaling.md). Writes forecast.json, the
-// pre-registration, and optionally a PNG plot.
+// marin forecast: fits a law (L = L∞ + A·C^(−α), or a sigmoid in ln C) across the rungs of a
+// finished ladder at every 5% of training and predicts a target run (recipe.md §9,
+// docs/scaling.md), with a prediction interval, forward holdouts and the canaries' forecasts.
+// Writes forecast.json, the pre-registration (binding the target's options), and optionally a PNG.
 #include <fmt/core.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -20,10 +22,10 @@ namespace fs = std::filesystem;
 
 struct ForecastCli {
   ModelOptions model;
-  std::string ladder, target, out = "forecast.json", plot;
+  std::string ladder, target, out = "forecast.json", plot, law = "power", score_canaries;
   int64_t steps = 0, batch = 0;
   double l_inf = 1.5;
-  bool fit_l_inf = false, force = false;
+  bool fit_l_inf = false, force = false, compare = false;
   CLI::App* app = nullptr;
 };
 
@@ -33,7 +35,25 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+// marin forecast --score-canaries FORECAST: the canaries' registered forecasts against their
+// rungs, once trained (train --forecast does the same before the target's first step).
+int run_score_canaries(const ForecastCli& a) {
+  const nlohmann::json f = nlohmann::json::parse(read_file(a.score_canaries), nullptr, false);
+  if (f.is_discarded()) fail("{}: not valid JSON", a.score_canaries);
+  if (!f.contains("canaries")) fail("{}: the forecast registers no canary", a.score_canaries);
+  const nlohmann::json s = scaling::score_canaries(f, a.ladder);
+  for (auto& c : s)
+    fmt::print("canary {}: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
+               c["name"].get<std::string>(), c["predicted"].get<double>(),
+               c["actual"].get<double>(), c["verdict"].get<std::string>(),
+               c["diff_nats"].get<double>(), c["diff_percent"].get<double>());
+  fmt::print("{}\n", nlohmann::json({{"canaries", s}}).dump());
+  return 0;
+}
+
 int run_forecast(const ForecastCli& a) {
+  if (!a.score_canaries.empty()) return run_score_canaries(a);
+  if (a.ladder.empty()) fail("give --ladder DIR (the ladder's directory, with ladder.json)");
   // The target: --target NAME|FILE, or --preset/--config, plus --set overrides.
   std::string preset = a.model.preset, config = a.model.config;
   if (!a.target.empty()) {
@@ -47,23 +67,13 @@ int run_forecast(const ForecastCli& a) {
   o.ladder_dir = a.ladder;
   o.target = resolve_config(preset, config, a.model.sets);
   o.target_name = preset.empty() ? config : preset;
-  o.target_batch = a.batch > 0 ? a.batch : (preset.empty() ? 0 : preset_run(preset).batch);
-  if (o.target_batch <= 0) fail("give --target-batch (sequences per step of the target run)");
-  if (a.steps > 0) {
-    o.target_steps = a.steps;
-  } else {
-    // The ladder's budget (tokens per active parameter), rounded like a rung's.
-    const nlohmann::json lj = scaling::read_ladder_json(a.ladder);
-    const double tpp = lj.at("ladder").at("tokens_per_param").get<double>();
-    const int64_t k = scaling::kFractions;
-    o.target_steps = (steps_for_budget(o.target, o.target_batch, tpp) + k - 1) / k * k;
-    fmt::print(stderr, "forecast: target steps {} from the ladder's budget of {} tokens/param\n",
-               o.target_steps, tpp);
-  }
-  if (a.fit_l_inf)
-    o.l_inf = std::nullopt;
-  else
-    o.l_inf = a.l_inf;
+  // The batch is the ladder's rule at the target's width; --target-batch overrides it (recorded).
+  o.target_batch = a.batch;
+  o.target_steps = a.steps;  // 0: the ladder's budget
+  o.law.family = scaling::parse_law(a.law);
+  o.law.l_inf = a.fit_l_inf ? std::nullopt : std::optional<double>(a.l_inf);
+  o.compare = a.compare;
+  o.law_given = a.app->count("--law") > 0;
   if (fs::exists(a.out) && !a.force)
     fail("{} exists: a forecast is a pre-registration and is not overwritten (--force to replace)",
          a.out);
@@ -71,14 +81,38 @@ int run_forecast(const ForecastCli& a) {
   const nlohmann::json f = scaling::make_forecast(o);
   write_file_atomic(a.out, f.dump(2) + "\n");
 
-  fmt::print("forecast for {} ({} steps × batch {}, C = {:.4e} FLOPs without the LM head)\n",
-             o.target_name, o.target_steps, o.target_batch,
-             f["inputs"]["target"]["compute"].get<double>());
-  fmt::print("ladder {} (xxh64 {}), metric {}, L∞ {}\n", f["ladder"]["file"].get<std::string>(),
-             f["ladder"]["xxh64"].get<std::string>(), f["ladder"]["metric"].get<std::string>(),
-             o.l_inf ? fmt::format("fixed at {}", *o.l_inf) : std::string("fitted"));
-  fmt::print("{:>5} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10}\n", "g", "A", "alpha", "L_inf", "R2",
-             "LOO rmse", "predicted");
+  const auto& tg = f["inputs"]["target"];
+  fmt::print("forecast for {} ({} steps × batch {} [{}], C = {:.4e} FLOPs without the LM head)\n",
+             o.target_name, tg["steps"].get<int64_t>(), tg["batch"].get<int64_t>(),
+             tg["batch_source"].get<std::string>(), tg["compute"].get<double>());
+  // The same warning as a rung's (ladder.cpp): a multiple that rounds the target off its rule.
+  if (tg["rule_batch"].is_number() && o.target_batch == 0 &&
+      tg["batch"].get<int64_t>() !=
+          std::max<int64_t>(1, std::llround(tg["rule_batch"].get<double>())))
+    fmt::print(stderr,
+               "marin: warning: target {}: batch {} is off the batch rule's {:.3g} (rounded to the "
+               "ladder's multiple)\n",
+               o.target_name, tg["batch"].get<int64_t>(), tg["rule_batch"].get<double>());
+  fmt::print("the target must train with: {} (and the ladder's data and tokenizer)\n",
+             tg["train_flags"].get<std::string>());
+  const auto& law = f["inputs"]["law"];
+  fmt::print("ladder {} (xxh64 {}), metric {}, law {} ({}), L∞ {}\n",
+             f["ladder"]["file"].get<std::string>(), f["ladder"]["xxh64"].get<std::string>(),
+             f["ladder"]["metric"].get<std::string>(), law["family"].get<std::string>(),
+             law["chosen_by"].get<std::string>(),
+             o.law.l_inf ? fmt::format("fixed at {}", *o.law.l_inf) : std::string("fitted"));
+  if (law.contains("comparison")) {
+    fmt::print(
+        "forward-holdout error by law (every rung but the smallest two, from the smaller):\n");
+    for (auto& [name, c] : law["comparison"].items())
+      fmt::print("  {:<8} rmse {} over {} predictions\n", name,
+                 c["rmse"].is_number() ? fmt::format("{:.4f}", c["rmse"].get<double>())
+                                       : std::string("- (no fit)"),
+                 c["n"].get<int64_t>());
+  }
+  fmt::print("{:>5} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>19}  {}\n", "g", "A", "alpha", "L_inf",
+             "R2", "LOO rmse", "predicted", "interval",
+             "forward holdouts (predicted − actual, from the smaller rungs)");
   for (auto& e : f["fits"]) {
     const double g = e["fraction"].get<double>();
     if (e["fit"].is_null()) {
@@ -86,13 +120,39 @@ int run_forecast(const ForecastCli& a) {
       continue;
     }
     const auto& fit = e["fit"];
-    fmt::print("{:>4.0f}% {:>11.4e} {:>8.4f} {:>8.4f} {:>8.4f} {:>9} {:>10.4f}\n", 100 * g,
-               fit["A"].get<double>(), fit["alpha"].get<double>(), fit["l_inf"].get<double>(),
-               fit["r2"].get<double>(),
+    const auto iv = e.value("interval", nlohmann::json());
+    std::string fwd;
+    for (auto& h : e.value("forward", nlohmann::json::array()))
+      fwd += h.contains("diff_nats") ? fmt::format(" {} {:+.4f}", h["rung"].get<std::string>(),
+                                                   h["diff_nats"].get<double>())
+                                     : fmt::format(" {} -", h["rung"].get<std::string>());
+    fmt::print("{:>4.0f}% {:>11.4e} {:>8.4f} {:>8.4f} {:>8.4f} {:>9} {:>10.4f} {:>19} {}\n",
+               100 * g, fit["A"].get<double>(), fit["alpha"].get<double>(),
+               fit["l_inf"].get<double>(), fit["r2"].get<double>(),
                fit["loo"].is_null() ? std::string("-")
                                     : fmt::format("{:.4f}", fit["loo"]["rmse"].get<double>()),
-               e["predicted_loss"].get<double>());
+               e["predicted_loss"].get<double>(),
+               iv.is_object()
+                   ? fmt::format("[{:.4f}, {:.4f}]", iv["lo"].get<double>(), iv["hi"].get<double>())
+                   : std::string("-"),
+               fwd);
   }
+  const auto& fw = f["forward_holdouts"];
+  for (auto& r : fw["rungs"])
+    fmt::print(
+        "forward holdout {}: rmse {:.4f} nats, mean error {:+.4f}, beat its forecast at {} of "
+        "{} fractions\n",
+        r["rung"].get<std::string>(), r["rmse"].get<double>(), r["mean_diff_nats"].get<double>(),
+        r["rung_beat_forecast"].get<int64_t>(), r["n"].get<int64_t>());
+  if (const auto& iv = f["prediction"]["interval"]; iv.is_object())
+    fmt::print("{:.0f}% prediction interval at 100%: [{:.4f}, {:.4f}] ({} noise, {})\n",
+               100 * iv["level"].get<double>(), iv["lo"].get<double>(), iv["hi"].get<double>(),
+               iv["noise_source"].get<std::string>(), "parametric bootstrap over the rungs");
+  for (auto& c : f.value("canaries", nlohmann::json::array()))
+    if (!c["predictions"].empty())
+      fmt::print("canary {}: predicted {:.4f} at 100% (train it next: marin ladder --canaries)\n",
+                 c["name"].get<std::string>(),
+                 c["predictions"].back()["predicted_loss"].get<double>());
   fmt::print("wrote {}\n", a.out);
 
   if (!a.plot.empty()) {
@@ -122,18 +182,26 @@ MARIN_COMMAND(
     [](CLI::App& app) -> Runner {
       auto a = std::make_shared<ForecastCli>();
       a->app = &app;
-      app.add_option("--ladder", a->ladder, "ladder directory (holds ladder.json)")->required();
+      app.add_option("--ladder", a->ladder, "ladder directory (holds ladder.json)");
       app.add_option("--target", a->target, "target: a preset name or a config TOML");
       a->model.add(app);
       app.add_option("--target-steps", a->steps,
                      "target steps (default: the ladder's tokens-per-param budget)");
       app.add_option("--target-batch", a->batch,
-                     "target sequences per step (default: the preset's)");
+                     "override the ladder's batch rule for the target (recorded as an override)");
+      app.add_option("--law", a->law, "power (L∞ + A·C^−α) or sigmoid (in ln C, ceiling ln V)")
+          ->check(CLI::IsMember({"power", "sigmoid"}));
+      app.add_flag("--compare", a->compare,
+                   "fit every law, print their forward-holdout errors, and choose the smallest "
+                   "(unless --law is given)");
       auto* li = app.add_option("--l-inf", a->l_inf, "fixed irreducible loss L∞")->default_val(1.5);
       app.add_flag("--fit-l-inf", a->fit_l_inf, "fit L∞ (variable projection)")->excludes(li);
       app.add_option("--out", a->out, "forecast file")->default_val("forecast.json");
       app.add_option("--plot", a->plot, "also write this PNG (scripts/plot_forecast.py)");
       app.add_flag("--force", a->force, "overwrite an existing forecast file");
+      app.add_option("--score-canaries", a->score_canaries,
+                     "score this forecast's canaries against their trained rungs (--ladder: "
+                     "default the forecast's)");
       return [a] { return run_forecast(*a); };
     });
 

@@ -16,24 +16,27 @@ namespace {
 struct LadderCli {
   std::string config, out;
   DataOptions d;  // replaces the file's [data] when given
-  bool dry_run = false;
+  bool dry_run = false, canaries = false;
 };
 
 void print_plan(const scaling::LadderConfig& c) {
-  fmt::print("ladder {} ({}): {} tokens per active parameter, {} evaluations per rung\n", c.name,
-             c.path, c.tokens_per_param, scaling::kFractions);
-  fmt::print("{:<10} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12} {:>11} {:>10} {:>10}\n",
+  fmt::print(
+      "ladder {} ({}): {} tokens per active parameter, {} evaluations per rung, learning rates "
+      "{}× the rule\n",
+      c.name, c.path, c.tokens_per_param, scaling::kFractions, c.lr_multiplier);
+  fmt::print("{:<18} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12} {:>11} {:>10} {:>10}\n",
              "rung", "d", "L", "heads", "batch", "active", "S", "steps", "tokens", "C (no head)",
              "muonh_lr", "adam_lr");
   for (auto& r : c.rungs) {
     const double tokens = double(r.steps) * double(r.batch) * double(r.model.seq_len);
     const HyperParams h = heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
     fmt::print(
-        "{:<10} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12.4e} {:>11.4e} {:>10.3e} "
+        "{:<18} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12.4e} {:>11.4e} {:>10.3e} "
         "{:>10.3e}\n",
-        r.name, r.model.hidden_dim, r.model.num_layers, r.model.num_heads, r.batch, r.active_params,
-        r.model.seq_len, r.steps, tokens, r.compute_per_step * double(r.steps), h.muonh_lr,
-        h.adam_lr);
+        r.run + (r.canary ? " (canary)" : ""), r.model.hidden_dim, r.model.num_layers,
+        r.model.num_heads, r.batch, r.active_params, r.model.seq_len, r.steps, tokens,
+        r.compute_per_step * double(r.steps), h.muonh_lr * c.lr_multiplier,
+        h.adam_lr * c.lr_multiplier);
   }
 }
 
@@ -56,6 +59,7 @@ int run_ladder(const LadderCli& a) {
   }
   scaling::LadderRunOptions o;
   o.out = a.out.empty() ? "runs/ladder-" + c.name : a.out;
+  o.canaries = a.canaries;
   const bool done = scaling::train_ladder(c, o);
   fmt::print("{{\"ladder\": \"{}/ladder.json\", \"complete\": {}}}\n", o.out, done);
   return done ? 0 : 3;
@@ -73,6 +77,8 @@ MARIN_COMMAND(
       a->d.add(app);
       app.add_flag("--dry-run", a->dry_run,
                    "validate the file and print the rungs (sizes, steps, rates, compute)");
+      app.add_flag("--canaries", a->canaries,
+                   "also train the canary rungs (after `marin forecast` has registered them)");
       return [a] { return run_ladder(*a); };
     });
 

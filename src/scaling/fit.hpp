@@ -1,23 +1,49 @@
 #pragma once
-// The scaling-law fit of recipe.md §9: L(C) = L∞ + A·C^(−α), fitted as the least-squares line of
-// log(L − L∞) on log C across rungs. L∞ is either fixed (the hero used 1.5) or fitted by variable
-// projection: for every candidate L∞ below the smallest loss the line is solved in closed form,
-// and the L∞ whose curve has the smallest squared error *in loss space* wins (the log-space error
-// is not comparable across L∞: it shrinks to 0 as L∞ → −∞). See docs/scaling.md.
+// The scaling-law fits of recipe.md §9 (docs/scaling.md, "The laws"). Two families are a straight
+// line z = log A − α·ln C in a transform z of the loss, fitted in closed form (weighted least
+// squares), with L∞ fixed or fitted by variable projection:
+//   power:    z = ln(L − L∞)                     L = L∞ + A·C^(−α)
+//   sigmoid:  z = logit((L − L∞)/(U − L∞))       L = L∞ + (U − L∞)·σ(log A − α·ln C)
+// with the ceiling U = ln V (the loss of a uniform guess over the vocabulary): small models leave
+// the ln V plateau and the loss falls faster per unit of ln C as compute grows, which no
+// L∞ + A·C^(−α) can follow. When L∞ is fitted, the candidate whose curve has the smallest
+// weighted squared error *in loss space* wins (the transformed error is not comparable across
+// L∞).
+//
+// Weights: one per point, the inverse variance of the point's loss (a rung's mean over its seeds;
+// docs/scaling.md "Seeds"), applied to the transformed line and the loss-space error alike. Empty:
+// every point weighs 1 (a ladder of one seed per rung).
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace marin::scaling {
 
+enum class LawFamily { Power, Sigmoid };
+const char* law_name(LawFamily f);
+LawFamily parse_law(const std::string& name);  // "power" | "sigmoid" (marin::Error otherwise)
+
+// Which law: the family, L∞ fixed (a value) or fitted (nullopt), and the sigmoid's ceiling.
+struct LawSpec {
+  LawFamily family = LawFamily::Power;
+  std::optional<double> l_inf = 1.5;
+  double ceiling = 0;  // sigmoid: U = ln V
+  int parameters() const { return l_inf ? 2 : 3; }
+  nlohmann::json to_json() const;
+};
+
 struct PowerLawFit {
+  LawFamily family = LawFamily::Power;
+  double ceiling = 0;  // sigmoid only
   double A = 0, alpha = 0, l_inf = 0;
   bool l_inf_fitted = false;
   bool l_inf_at_bound = false;  // fitted L∞ at the search's lower bound (not pinned by the data)
   int n = 0;                    // points fitted
-  double sse = 0;               // Σ (L − L̂)² in nats²
+  double sse = 0;               // Σ w·(L − L̂)² in nats² (w = 1 without weights)
   double r2 = 0;                // 1 − SSE/SST in loss space
-  double r2_log = 0;            // R² of the log-space line
+  double r2_log = 0;            // R² of the transformed line
   // Leave-one-rung-out: for point i, the fit on the others predicts L_i; error = L̂_i − L_i (nats).
   // Empty when too few points remain to fit (2 with L∞ fixed, 3 with L∞ fitted).
   std::vector<double> loo_errors;
@@ -27,16 +53,63 @@ struct PowerLawFit {
   nlohmann::json to_json() const;
 };
 
-// The line of log(L − l_inf) on log C (closed form). Needs ≥ 2 points with distinct C and every
-// L > l_inf (else marin::Error). No leave-one-out.
+// The line of the transform on ln C (closed form) for one L∞. Needs ≥ 2 points with distinct C
+// and every L > l_inf (and < the ceiling for the sigmoid), else marin::Error. No leave-one-out.
 PowerLawFit fit_fixed(const std::vector<double>& compute, const std::vector<double>& loss,
-                      double l_inf);
+                      double l_inf, const std::vector<double>& w = {},
+                      LawFamily family = LawFamily::Power, double ceiling = 0);
 // L∞ fitted in [l_inf_min, min L): a grid of candidates then golden-section refinement of the
 // best bracket. Needs ≥ 3 points. No leave-one-out.
 PowerLawFit fit_free(const std::vector<double>& compute, const std::vector<double>& loss,
-                     double l_inf_min = 0.0);
-// fit_fixed (l_inf given) or fit_free (nullopt), plus the leave-one-rung-out errors.
+                     double l_inf_min = 0.0, const std::vector<double>& w = {},
+                     LawFamily family = LawFamily::Power, double ceiling = 0);
+// The law of `spec` (fit_fixed or fit_free), plus the leave-one-rung-out errors.
+PowerLawFit fit_law(const std::vector<double>& compute, const std::vector<double>& loss,
+                    const LawSpec& spec, const std::vector<double>& w = {});
+// fit_law for the power family (L∞ fixed, or fitted when nullopt).
 PowerLawFit fit_power_law(const std::vector<double>& compute, const std::vector<double>& loss,
                           std::optional<double> l_inf);
+
+// --- uncertainty ---------------------------------------------------------------------------------
+
+// A fitted law as a predictor of the loss at a compute; a fitter makes one from points and weights
+// (marin::Error when the points do not determine it). The forward holdouts and the interval refit
+// through it, so every law gets the same diagnostics.
+using Predictor = std::function<double(double compute)>;
+using Fitter =
+    std::function<Predictor(const std::vector<double>& compute, const std::vector<double>& loss,
+                            const std::vector<double>& w)>;
+Fitter law_fitter(const LawSpec& spec);
+
+// The noise of each point: a point is the mean of `runs` seeds whose single-run variance is
+// `var_run` (estimated with `dof` degrees of freedom, 0: unknown, then the fit's residuals stand in
+// for it). The target is one run.
+struct PointNoise {
+  std::vector<double> var_run;  // per point
+  std::vector<int> runs;        // per point
+  double var_target = 0;        // one run of the target (the pooled single-run variance)
+  int dof = 0;
+};
+
+struct Interval {
+  double lo = 0, hi = 0, level = 0.9;
+  double noise_scale = 1;  // pooled unit variance / the seeds' (> 1: scatter beyond the seeds)
+  int replicates = 0, failed = 0, dof = 0;
+  std::string noise_source;  // "seeds and residuals" or "residuals"
+  nlohmann::json to_json() const;
+};
+
+// The prediction interval of one new run at `target_compute`, by a parametric bootstrap over the
+// points: the fitted law plus Gaussian noise of each point's variance is refitted `replicates`
+// times and predicts the target, plus the target run's own noise. The unit variance pools the
+// seeds' spread (ν degrees of freedom) with the residuals around the law (n − p), so rungs that
+// scatter beyond their seeds widen it; without seeds it is the residuals' alone. It is itself
+// drawn per replicate (σ*² = σ̂²·dof/χ²_dof), so that a noise estimated from few degrees widens
+// the interval as a Student t would. Deterministic (`seed`). marin::Error when there are no
+// seeds and no residual degree of freedom (n ≤ p).
+Interval prediction_interval(const std::vector<double>& compute, const std::vector<double>& loss,
+                             const std::vector<double>& w, const Fitter& fit, int parameters,
+                             const PointNoise& noise, double target_compute, double level = 0.9,
+                             int replicates = 400, uint64_t seed = 0x5eed);
 
 }  // namespace marin::scaling

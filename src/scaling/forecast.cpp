@@ -2,12 +2,16 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <functional>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "data/tokenizer/tokenizer.hpp"
 #include "model/accounting.hpp"
 #include "scaling/fit.hpp"
 #include "scaling/ladder.hpp"
@@ -25,86 +29,359 @@ std::string utc_now() {
   return buf;
 }
 
+namespace {
+
+// The runs of one rung (one per seed), in ladder order.
+struct Group {
+  std::string name;
+  bool canary = false;
+  std::vector<const json*> runs;
+};
+
+// The fitted rungs at one fraction: compute, each rung's mean loss over its seeds, the weights
+// (inverse variance of each mean; empty: equal) and the noise the interval draws from.
+struct Series {
+  std::vector<double> c, mean, w;
+  PointNoise noise;
+  bool complete = true;  // every run has the loss (a clean-only loss may be missing)
+};
+
+// The prior weight, in degrees of freedom, of the pooled single-run variance in each rung's own:
+// with two or three seeds a rung's sample variance alone is too noisy to weight it by.
+constexpr double kPoolPrior = 2.0;
+
+Series series_at(const std::vector<Group>& groups, size_t k, const char* key) {
+  Series s;
+  std::vector<double> var;
+  std::vector<int> n;
+  double pooled = 0;
+  int dof = 0;
+  for (const Group& g : groups) {
+    if (g.canary) continue;
+    std::vector<double> ls;
+    for (const json* r : g.runs) {
+      const json& p = r->at("curve").at(k);
+      if (!p.contains(key) || !p[key].is_number()) {
+        s.complete = false;
+        return s;
+      }
+      ls.push_back(p[key].get<double>());
+    }
+    s.c.push_back(g.runs.front()->at("curve").at(k).at("compute").get<double>());
+    double m = 0;
+    for (double x : ls) m += x;
+    m /= double(ls.size());
+    double v = 0;
+    for (double x : ls) v += (x - m) * (x - m);
+    if (ls.size() > 1) v /= double(ls.size() - 1);
+    s.mean.push_back(m);
+    var.push_back(v);
+    n.push_back(int(ls.size()));
+    pooled += v * double(ls.size() - 1);
+    dof += int(ls.size()) - 1;
+  }
+  if (dof > 0) pooled /= double(dof);
+  s.noise.runs = n;
+  s.noise.dof = dof;
+  s.noise.var_target = pooled;
+  s.noise.var_run.assign(n.size(), 0.0);
+  if (dof > 0 && pooled > 0) {
+    // Each rung's single-run variance: its own, shrunk toward the pooled one; the weight of its
+    // mean is the inverse of var/n (normalised to a mean of 1).
+    double sum = 0;
+    for (size_t i = 0; i < n.size(); ++i) {
+      s.noise.var_run[i] = ((n[i] - 1) * var[i] + kPoolPrior * pooled) / ((n[i] - 1) + kPoolPrior);
+      s.w.push_back(double(n[i]) / s.noise.var_run[i]);
+      sum += s.w.back();
+    }
+    for (double& x : s.w) x *= double(s.w.size()) / sum;
+  } else if (std::adjacent_find(n.begin(), n.end(), std::not_equal_to<>()) != n.end()) {
+    // Seeds that agree exactly (or single seeds of unequal count): weight by the count.
+    for (int x : n) s.w.push_back(double(x));
+  }
+  return s;
+}
+
+std::vector<double> head(const std::vector<double>& v, size_t j) {
+  return v.empty() ? v : std::vector<double>(v.begin(), v.begin() + long(j));
+}
+
+// Forward holdouts at one fraction: every rung but the smallest two, predicted from the smaller
+// rungs only (with data available before the registration, the sign of a miss shows here).
+json forward_holdouts(const Series& s, const std::vector<std::string>& names, const Fitter& fit) {
+  json out = json::array();
+  for (size_t j = 2; j < s.c.size(); ++j) {
+    json e = {{"rung", names[j]}, {"from_rungs", j}, {"actual", s.mean[j]}};
+    try {
+      const Predictor f = fit(head(s.c, j), head(s.mean, j), head(s.w, j));
+      const double p = f(s.c[j]);
+      e["predicted"] = p;
+      e["diff_nats"] = p - s.mean[j];
+    } catch (const Error& err) {
+      e["predicted"] = nullptr;
+      e["failed"] = err.what();
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+// The forward holdouts of every fraction summarised per held-out rung and over all: RMSE, mean
+// error and how many fractions the rung beat its forecast (predicted > actual).
+json summarise_forward(const json& fits, const char* key) {
+  std::map<std::string, std::vector<double>> by_rung;
+  std::vector<std::string> order;
+  for (auto& e : fits)
+    for (auto& h : e.value(key, json::array()))
+      if (h.contains("diff_nats")) {
+        const std::string r = h["rung"];
+        if (!by_rung.count(r)) order.push_back(r);
+        by_rung[r].push_back(h["diff_nats"].get<double>());
+      }
+  auto stats = [](const std::vector<double>& v) {
+    double sq = 0, sum = 0;
+    int beat = 0;
+    for (double x : v) sq += x * x, sum += x, beat += x > 0;
+    return json{{"n", v.size()},
+                {"rmse", v.empty() ? json() : json(std::sqrt(sq / double(v.size())))},
+                {"mean_diff_nats", v.empty() ? json() : json(sum / double(v.size()))},
+                {"rung_beat_forecast", beat}};
+  };
+  json rungs = json::array();
+  std::vector<double> all;
+  for (auto& r : order) {
+    json st = stats(by_rung[r]);
+    st["rung"] = r;
+    rungs.push_back(st);
+    all.insert(all.end(), by_rung[r].begin(), by_rung[r].end());
+  }
+  json j = stats(all);
+  j["rungs"] = rungs;
+  return j;
+}
+
+struct LawRun {
+  json fits = json::array();
+  std::optional<double> final_loss, final_clean;
+  json final_interval;
+};
+
+}  // namespace
+
+const std::vector<std::string>& bound_option_keys() {
+  static const std::vector<std::string> k = {"/model",     "/batch",     "/steps", "/seed",
+                                             "/optimizer", "/transport", "/waves", "/qb",
+                                             "/data",      "/valid"};
+  return k;
+}
+
 json make_forecast(const ForecastOptions& o) {
   const std::string file = (fs::path(o.ladder_dir) / "ladder.json").string();
   const json ladder = read_ladder_json(o.ladder_dir);
   const std::string hash = xxh64_hex(read_file(file));
-  const json& rungs = ladder.at("rungs");
-  const size_t need = o.l_inf ? 2 : 3;
-  if (rungs.size() < need)
-    fail("{}: {} rungs; a fit with L∞ {} needs at least {}", file, rungs.size(),
-         o.l_inf ? "fixed" : "fitted", need);
-  for (auto& r : rungs)
-    if (r.value("status", "") != "done" || !r.contains("curve"))
-      fail("{}: rung {} is not done (status {}); finish the ladder first", file,
-           r.value("name", "?"), r.value("status", "?"));
-  if (o.target_steps <= 0 || o.target_batch <= 0)
-    fail("forecast: the target needs positive steps and batch (got {} and {})", o.target_steps,
-         o.target_batch);
   o.target.validate();
 
-  const double target_per_step = forecast_flops_per_step(o.target, o.target_batch);
+  // Rungs by name (their seeds), canaries apart: every fitted run must be done; a canary is
+  // trained after the forecast, which records its prediction.
+  std::vector<Group> groups;
+  for (auto& r : ladder.at("rungs")) {
+    const std::string name = r.at("name");
+    if (groups.empty() || groups.back().name != name) {
+      groups.push_back({name, r.value("canary", false), {}});
+    }
+    groups.back().runs.push_back(&r);
+  }
+  std::vector<std::string> names;
+  for (auto& g : groups)
+    for (const json* r : g.runs)
+      if (!g.canary && (r->value("status", "") != "done" || !r->contains("curve")))
+        fail("{}: rung {} is not done (status {}); finish the ladder first", file,
+             r->value("run", g.name), r->value("status", "?"));
+  for (auto& g : groups) {
+    if (g.canary) continue;
+    names.push_back(g.name);
+    for (const json* r : g.runs) {
+      const json& curve = r->at("curve");
+      if (int64_t(curve.size()) != kFractions)
+        fail("{}: rung {} has {} evaluations, expected {}", file, r->value("run", g.name),
+             curve.size(), kFractions);
+      for (int64_t k = 1; k <= kFractions; ++k) {
+        const double g_k = double(k) / double(kFractions), at = curve[k - 1].at("fraction");
+        if (std::abs(at - g_k) > 1e-9)
+          fail("{}: rung {} evaluation {} is at fraction {}, expected {}", file,
+               r->value("run", g.name), k, at, g_k);
+      }
+    }
+  }
+  if (names.size() < size_t(o.law.parameters()))
+    fail("{}: {} fitted rungs; a fit with L∞ {} needs at least {}", file, names.size(),
+         o.law.l_inf ? "fixed" : "fitted", o.law.parameters());
+
+  const LadderConfig recipe = LadderConfig::recipe_from_json(ladder.at("ladder"), file);
+  // The target: the batch from the ladder's rule (an override is recorded as one), the budget
+  // as a rung's, the options exactly as a rung's at the ladder's first seed.
+  const bool batch_override = o.target_batch > 0;
+  if (!batch_override && !recipe.batch.sizes.empty())
+    fail("{}: the ladder lists its batch sizes (no rule to extend): give --target-batch", file);
+  const int64_t target_batch =
+      batch_override ? o.target_batch : recipe.batch.batch_for(o.target.hidden_dim);
+  if (o.target_steps < 0) fail("forecast: the target's steps must be positive");
+  const int64_t target_steps =
+      o.target_steps > 0 ? o.target_steps : recipe.steps_for(o.target, target_batch);
+  const TrainOptions topt = recipe.run_options(o.target, target_batch, target_steps, recipe.seed);
+  json bound = json::object();
+  const json all_opts = topt.to_json();
+  for (auto& k : bound_option_keys())
+    bound[json::json_pointer(k)] = all_opts.at(json::json_pointer(k));
+  const std::string tok_hash =
+      recipe.tokenizer.empty() ? ""
+                               : fmt::format("{:016x}", Tokenizer::load(recipe.tokenizer).hash());
+
+  const double target_per_step = forecast_flops_per_step(o.target, target_batch);
   const Accounting ta = account(o.target);
   json rung_inputs = json::array();
-  for (auto& r : rungs)
-    rung_inputs.push_back({{"name", r.at("name")},
+  for (auto& g : groups) {
+    const json& r = *g.runs.front();
+    json seeds = json::array();
+    for (const json* x : g.runs) seeds.push_back(x->value("seed", recipe.seed));
+    rung_inputs.push_back({{"name", g.name},
+                           {"canary", g.canary},
+                           {"seeds", seeds},
                            {"compute_per_step", r.at("compute_per_step")},
                            {"steps", r.at("steps")},
                            {"batch", r.at("batch")},
                            {"active_params", r.at("active_params")}});
+  }
 
-  json fits = json::array();
-  std::optional<double> final_prediction, final_clean;
-  for (int64_t k = 1; k <= kFractions; ++k) {
-    const double g = double(k) / double(kFractions);
-    std::vector<double> c, l, lc;  // compute, loss, clean-only loss (when every rung has one)
-    json points = json::array();
-    for (auto& r : rungs) {
-      const json& curve = r.at("curve");
-      if (int64_t(curve.size()) != kFractions)
-        fail("{}: rung {} has {} evaluations, expected {}", file, r.at("name").get<std::string>(),
-             curve.size(), kFractions);
-      const json& p = curve.at(size_t(k - 1));
-      if (std::abs(p.at("fraction").get<double>() - g) > 1e-9)
-        fail("{}: rung {} evaluation {} is at fraction {}, expected {}", file,
-             r.at("name").get<std::string>(), k, p.at("fraction").get<double>(), g);
-      c.push_back(p.at("compute").get<double>());
-      l.push_back(p.at("loss").get<double>());
-      points.push_back({{"rung", r.at("name")},
-                        {"step", p.at("step")},
-                        {"compute", c.back()},
-                        {"loss", l.back()}});
-      if (p.contains("clean_loss") && p["clean_loss"].is_number()) {
-        lc.push_back(p["clean_loss"].get<double>());
-        points.back()["clean_loss"] = lc.back();
+  // One law over every fraction: fits, target prediction and interval, forward holdouts and
+  // the canaries' predictions.
+  auto run_law = [&](LawSpec spec, bool full) {
+    if (spec.family == LawFamily::Sigmoid) spec.ceiling = std::log(double(o.target.vocab_size));
+    const Fitter fitter = law_fitter(spec);
+    LawRun out;
+    for (int64_t k = 1; k <= kFractions; ++k) {
+      const double g = double(k) / double(kFractions);
+      const size_t at = size_t(k - 1);
+      const Series s = series_at(groups, at, "loss"), sc = series_at(groups, at, "clean_loss");
+      const double target_compute = target_per_step * g * double(target_steps);
+      json points = json::array();
+      for (auto& gr : groups) {
+        if (gr.canary) continue;
+        for (const json* r : gr.runs) {
+          const json& p = r->at("curve").at(at);
+          points.push_back({{"rung", gr.name},
+                            {"seed", r->value("seed", recipe.seed)},
+                            {"step", p.at("step")},
+                            {"compute", p.at("compute")},
+                            {"loss", p.at("loss")}});
+          if (p.contains("clean_loss")) points.back()["clean_loss"] = p["clean_loss"];
+        }
+      }
+      json e = {{"fraction", g},
+                {"target_step", std::llround(g * double(target_steps))},
+                {"target_compute", target_compute},
+                {"points", points}};
+      if (s.w.size() || s.noise.dof > 0) {
+        e["means"] = s.mean;
+        e["weights"] = s.w;
+      }
+      // One fit per loss series; `prefix` names its keys ("" or "clean_"). A fraction where the
+      // fit fails carries the error instead of a prediction.
+      auto fit_into = [&](const Series& ser, const std::string& prefix,
+                          std::optional<double>& final_loss, bool diagnostics) {
+        std::optional<PowerLawFit> fitted;
+        try {
+          const PowerLawFit f = fit_law(ser.c, ser.mean, spec, ser.w);
+          fitted = f;
+          e[prefix + "fit"] = f.to_json();
+          e["predicted_" + prefix + "loss"] = f.predict(target_compute);
+          if (k == kFractions) final_loss = f.predict(target_compute);
+        } catch (const Error& err) {
+          e[prefix + "fit"] = nullptr;
+          e["predicted_" + prefix + "loss"] = nullptr;
+          e[prefix + "error"] = err.what();
+        }
+        e[prefix + "forward"] = forward_holdouts(ser, names, fitter);
+        if (!diagnostics || !fitted) return;
+        try {
+          const Interval iv = prediction_interval(ser.c, ser.mean, ser.w, fitter, spec.parameters(),
+                                                  ser.noise, target_compute, o.interval_level,
+                                                  o.interval_replicates, 0x5eed + uint64_t(k));
+          e[prefix + "interval"] = iv.to_json();
+          if (k == kFractions) out.final_interval = iv.to_json();
+        } catch (const Error& err) {
+          e[prefix + "interval"] = nullptr;
+          e[prefix + "interval_error"] = err.what();
+        }
+        // The canaries at this fraction of their own steps.
+        json can = json::array();
+        for (auto& gr : groups) {
+          if (!gr.canary) continue;
+          const json& r = *gr.runs.front();
+          const double cc =
+              r.at("compute_per_step").get<double>() * g * double(r.at("steps").get<int64_t>());
+          can.push_back({{"rung", gr.name},
+                         {"step", std::llround(g * double(r.at("steps").get<int64_t>()))},
+                         {"compute", cc},
+                         {"predicted_loss", fitted->predict(cc)}});
+        }
+        if (!can.empty()) e[prefix + "canaries"] = can;
+      };
+      fit_into(s, "", out.final_loss, full);
+      // The same law fitted on the clean-only macro loss (contaminated documents left out), so
+      // that the target's clean loss is compared with a forecast of the same quantity.
+      if (sc.complete && !sc.c.empty()) fit_into(sc, "clean_", out.final_clean, false);
+      out.fits.push_back(e);
+    }
+    return out;
+  };
+
+  // The law: as given, or chosen by the smallest forward-holdout RMSE over every fraction.
+  LawSpec spec = o.law;
+  json comparison;
+  if (o.compare) {
+    comparison = json::object();
+    std::optional<double> best;
+    for (LawFamily fam : {LawFamily::Power, LawFamily::Sigmoid}) {
+      LawSpec cand = o.law;
+      cand.family = fam;
+      const json sum = summarise_forward(run_law(cand, false).fits, "forward");
+      comparison[law_name(fam)] = sum;
+      if (!o.law_given && sum["rmse"].is_number() && (!best || sum["rmse"].get<double>() < *best)) {
+        best = sum["rmse"].get<double>();
+        spec.family = fam;
       }
     }
-    const double target_compute = target_per_step * g * double(o.target_steps);
-    json e = {{"fraction", g},
-              {"target_step", std::llround(g * double(o.target_steps))},
-              {"target_compute", target_compute},
-              {"points", points}};
-    // One fit of the law per loss series; `prefix` names its keys ("" or "clean_"). A fraction
-    // where the fit fails carries the error instead of a prediction.
-    auto fit_into = [&](const std::vector<double>& losses, const std::string& prefix,
-                        std::optional<double>& final_loss) {
-      try {
-        const PowerLawFit f = fit_power_law(c, losses, o.l_inf);
-        e[prefix + "fit"] = f.to_json();
-        e["predicted_" + prefix + "loss"] = f.predict(target_compute);
-        if (k == kFractions) final_loss = f.predict(target_compute);
-      } catch (const Error& err) {
-        e[prefix + "fit"] = nullptr;
-        e["predicted_" + prefix + "loss"] = nullptr;
-        e[prefix + "error"] = err.what();
-      }
-    };
-    fit_into(l, "", final_prediction);
-    // The same law fitted on the clean-only macro loss (contaminated documents left out), so
-    // that the target's clean loss is compared with a forecast of the same quantity.
-    if (lc.size() == l.size()) fit_into(lc, "clean_", final_clean);
-    fits.push_back(e);
   }
+  if (spec.family == LawFamily::Sigmoid) spec.ceiling = std::log(double(o.target.vocab_size));
+  const LawRun main = run_law(spec, true);
+  json law_json = spec.to_json();
+  law_json["chosen_by"] = !o.compare    ? "--law"
+                          : o.law_given ? "--law (the comparison is recorded)"
+                                        : "smallest forward-holdout RMSE over every fraction";
+  if (o.compare) law_json["comparison"] = comparison;
+
+  json canaries = json::array();
+  for (auto& gr : groups) {
+    if (!gr.canary) continue;
+    json preds = json::array();
+    for (auto& e : main.fits)
+      for (auto& c : e.value("canaries", json::array()))
+        if (c["rung"] == gr.name)
+          preds.push_back({{"fraction", e["fraction"]},
+                           {"step", c["step"]},
+                           {"compute", c["compute"]},
+                           {"predicted_loss", c["predicted_loss"]}});
+    canaries.push_back({{"name", gr.name},
+                        {"steps", gr.runs.front()->at("steps")},
+                        {"seeds", gr.runs.size()},
+                        {"predictions", preds}});
+  }
+
+  std::string command =
+      fmt::format("--batch {} --steps {} --seed {}", target_batch, target_steps, recipe.seed);
+  if (recipe.lr_multiplier != 1.0)
+    command += fmt::format(" --muonh-lr {} --adam-lr {}", topt.optim.muonh_lr, topt.optim.adam_lr);
 
   json forecast = {
       {"format", "marin-forecast-v1"},
@@ -119,27 +396,129 @@ json make_forecast(const ForecastOptions& o) {
        {{"target",
          {{"name", o.target_name},
           {"config", o.target.to_json()},
-          {"batch", o.target_batch},
-          {"steps", o.target_steps},
+          {"batch", target_batch},
+          {"batch_source",
+           batch_override ? "--target-batch (override)" : "the ladder's batch rule"},
+          {"rule_batch", recipe.batch.sizes.empty()
+                             ? json(recipe.batch.rule_value(o.target.hidden_dim))
+                             : json(nullptr)},
+          {"steps", target_steps},
+          {"steps_source", o.target_steps > 0 ? "--target-steps" : "the ladder's budget"},
+          {"seed", recipe.seed},
+          {"lr_multiplier", recipe.lr_multiplier},
           {"seq_len", o.target.seq_len},
           {"active_params", ta.active_params},
-          {"tokens", double(o.target_steps) * double(o.target_batch) * double(o.target.seq_len)},
+          {"tokens", double(target_steps) * double(target_batch) * double(o.target.seq_len)},
           {"compute_per_step", target_per_step},
-          {"compute", target_per_step * double(o.target_steps)}}},
+          {"compute", target_per_step * double(target_steps)},
+          {"options", bound},
+          {"bind", bound_option_keys()},
+          {"tokenizer_xxh64", tok_hash},
+          {"train_flags", command}}},
         {"l_inf",
-         {{"mode", o.l_inf ? "fixed" : "fitted"},
-          {"value", o.l_inf ? json(*o.l_inf) : json(nullptr)}}},
-        {"law", "L = l_inf + A * C^(-alpha), C = compute without the LM head"},
+         {{"mode", spec.l_inf ? "fixed" : "fitted"},
+          {"value", spec.l_inf ? json(*spec.l_inf) : json(nullptr)}}},
+        {"law", law_json},
         {"fractions", kFractions},
         {"rungs", rung_inputs}}},
-      {"fits", fits},
+      {"fits", main.fits},
+      {"forward_holdouts", summarise_forward(main.fits, "forward")},
       {"prediction",
-       {{"final_loss", final_prediction ? json(*final_prediction) : json(nullptr)},
+       {{"final_loss", main.final_loss ? json(*main.final_loss) : json(nullptr)},
+        {"interval", main.final_interval},
         {"metric", ladder.value("metric", "valid_ce")}}}};
-  if (final_clean) forecast["prediction"]["clean_final_loss"] = *final_clean;
+  if (!canaries.empty()) forecast["canaries"] = canaries;
+  if (main.final_clean) forecast["prediction"]["clean_final_loss"] = *main.final_clean;
   // The metric's definition (documents, budget, audit): the target is scored with exactly it.
   if (ladder.contains("eval")) forecast["eval"] = ladder["eval"];
   return forecast;
+}
+
+std::vector<std::string> target_differences(const json& target, const TrainOptions& o) {
+  std::vector<std::string> d;
+  auto show = [](const json& v) { return v.is_null() ? std::string("(absent)") : v.dump(); };
+  if (!target.contains("options")) {
+    // A forecast from before the binding: it knows the target's steps only.
+    const int64_t steps = target.at("steps").get<int64_t>();
+    if (steps != o.steps) d.push_back(fmt::format("steps: forecast {}, run {}", steps, o.steps));
+    return d;
+  }
+  // Leaf by leaf under every bound key, through the options' own JSON (the option table).
+  const json want = target.at("options").flatten(), have = o.to_json().flatten();
+  const std::vector<std::string> keys =
+      target.value("bind", std::vector<std::string>(bound_option_keys()));
+  auto bound = [&](const std::string& leaf) {
+    for (auto& k : keys)
+      if (leaf == k || leaf.rfind(k + "/", 0) == 0) return true;
+    return false;
+  };
+  std::set<std::string> leaves;
+  for (auto& [k, _] : want.items()) leaves.insert(k);
+  for (auto& [k, _] : have.items())
+    if (bound(k)) leaves.insert(k);
+  for (auto& leaf : leaves) {
+    const json a = want.value(leaf, json()), b = have.value(leaf, json());
+    if (a == b) continue;
+    std::string name = leaf.substr(1);
+    std::replace(name.begin(), name.end(), '/', '.');
+    d.push_back(fmt::format("{}: forecast {}, run {}", name, show(a), show(b)));
+  }
+  const std::string th = target.value("tokenizer_xxh64", "");
+  if (!th.empty()) {
+    const std::string hh = o.tokenizer.empty()
+                               ? "(none)"
+                               : fmt::format("{:016x}", Tokenizer::load(o.tokenizer).hash());
+    if (hh != th)
+      d.push_back(fmt::format("tokenizer: forecast xxh64 {}, run {} ({})", th, hh,
+                              o.tokenizer.empty() ? "no tokenizer" : o.tokenizer));
+  }
+  return d;
+}
+
+json score_canaries(const json& forecast, const std::string& ladder_dir) {
+  json out = json::array();
+  if (!forecast.contains("canaries")) return out;
+  const std::string dir =
+      ladder_dir.empty() ? forecast.at("ladder").at("dir").get<std::string>() : ladder_dir;
+  const json ladder = read_ladder_json(dir);
+  for (auto& c : forecast["canaries"]) {
+    const std::string name = c.at("name");
+    std::vector<const json*> runs;
+    for (auto& r : ladder.at("rungs"))
+      if (r.at("name") == name) runs.push_back(&r);
+    if (runs.empty()) fail("{}/ladder.json: no rung {} (the forecast's canary)", dir, name);
+    for (const json* r : runs)
+      if (r->value("status", "") != "done" || !r->contains("curve"))
+        fail(
+            "canary {} is not trained yet ({}): train it before the target (marin ladder "
+            "--canaries), so that its forecast is scored first",
+            r->value("run", name), dir);
+    json per = json::array();
+    double pred_final = 0, act_final = 0;
+    for (auto& p : c.at("predictions")) {
+      const size_t k = size_t(std::llround(p.at("fraction").get<double>() * kFractions)) - 1;
+      double m = 0;
+      for (const json* r : runs) m += r->at("curve").at(k).at("loss").get<double>();
+      m /= double(runs.size());
+      const double pr = p.at("predicted_loss").get<double>();
+      per.push_back(
+          {{"fraction", p["fraction"]}, {"predicted", pr}, {"actual", m}, {"diff_nats", m - pr}});
+      if (k + 1 == size_t(kFractions)) pred_final = pr, act_final = m;
+    }
+    if (per.empty() || per.back()["fraction"].get<double>() < 1 - 1e-9)
+      fail("the forecast has no prediction of canary {} at 100%", name);
+    const double diff = act_final - pred_final;
+    out.push_back({{"name", name},
+                   {"predicted", pred_final},
+                   {"actual", act_final},
+                   {"diff_nats", diff},
+                   {"diff_percent", 100.0 * diff / pred_final},
+                   {"verdict", diff < 0   ? "beat"
+                               : diff > 0 ? "miss"
+                                          : "exact"},
+                   {"fractions", per}});
+  }
+  return out;
 }
 
 ForecastTracker::ForecastTracker(const std::string& forecast_path, int64_t total_steps) {
@@ -177,6 +556,7 @@ ForecastTracker ForecastTracker::from_json(const json& f, int64_t total_steps) {
     }
     t.metric_ = f.at("prediction").value("metric", "valid_ce");
     t.eval_ = f.value("eval", json());
+    t.forecast_ = f;
     t.ladder_hash_ = f.at("ladder").value("xxh64", "");
     t.created_ = f.value("created", "");
   } catch (const json::exception& e) {

@@ -16,6 +16,8 @@
 
 #include "core/hash.hpp"
 #include "model/config.hpp"
+#include "scaling/fit.hpp"
+#include "train/train_options.hpp"
 
 namespace marin::scaling {
 
@@ -23,10 +25,29 @@ struct ForecastOptions {
   std::string ladder_dir;   // holds ladder.json
   std::string target_name;  // a preset name or a config file, recorded as given
   ModelConfig target;
-  int64_t target_steps = 0;
-  int64_t target_batch = 0;
-  std::optional<double> l_inf = 1.5;  // nullopt: fitted (variable projection)
+  int64_t target_steps = 0;  // 0: the ladder's budget (tokens per parameter), as a rung's
+  int64_t target_batch = 0;  // 0: the ladder's batch rule at the target's width; else an override
+  LawSpec law;               // family and L∞ (the sigmoid's ceiling is ln V of the target)
+  // Also fit every other law family and choose the one of smallest forward-holdout RMSE (unless
+  // law_given: then the comparison is recorded and `law` is kept).
+  bool compare = false, law_given = false;
+  double interval_level = 0.9;
+  int interval_replicates = 400;
 };
+
+// The JSON pointers of TrainOptions::to_json() that a forecast binds: its target must train with
+// exactly these values (`train --forecast` refuses a run that differs, naming the field). The
+// rest (evaluation and checkpoint periods, micro-batch, threads, time limit) do not change what
+// is predicted.
+const std::vector<std::string>& bound_option_keys();
+// The differences between a forecast's target ("inputs"."target") and a run's options, one line
+// per field ("optimizer.muonh_lr: forecast 0.01, run 0.02"); empty when the run is the target.
+// The tokenizer is compared by the hash of its vocabulary, not by path.
+std::vector<std::string> target_differences(const nlohmann::json& target, const TrainOptions& o);
+// The canaries of a forecast scored against their rungs in the ladder (forecast "ladder"."dir",
+// or `ladder_dir` when given): per canary {name, predicted, actual, diff_nats, diff_percent,
+// verdict, per fraction}. marin::Error naming the canary when its rung is not done.
+nlohmann::json score_canaries(const nlohmann::json& forecast, const std::string& ladder_dir = "");
 
 // The xxh64 of `bytes` as 16 lowercase hex digits (core/hash.hpp).
 using marin::xxh64_hex;
@@ -62,6 +83,8 @@ class ForecastTracker {
   // (eval::MacroMetric JSON; null when the forecast has none).
   const std::string& metric() const { return metric_; }
   const nlohmann::json& eval_spec() const { return eval_; }
+  // The forecast as read (inputs, canaries).
+  const nlohmann::json& forecast() const { return forecast_; }
 
  private:
   ForecastTracker() = default;
@@ -70,7 +93,7 @@ class ForecastTracker {
   std::map<int64_t, double> clean_by_step_;               // step → predicted clean-only loss
   std::optional<double> final_, final_clean_;
   std::string metric_, ladder_hash_, created_;
-  nlohmann::json eval_;
+  nlohmann::json eval_, forecast_;
 };
 
 }  // namespace marin::scaling

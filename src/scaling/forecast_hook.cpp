@@ -1,6 +1,7 @@
 #include "scaling/forecast_hook.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
@@ -8,8 +9,49 @@
 
 namespace marin::scaling {
 
-ForecastHook::ForecastHook(Trainer& t) : tracker_(t.options().forecast, t.options().steps) {
+namespace {
+
+// The forecast of the run, refused when the run is not its target: every bound option and the
+// tokenizer must be what the forecast recorded (a forecast predicts one run, not a family of
+// them), each difference named.
+ForecastTracker bound_tracker(const TrainOptions& o) {
+  nlohmann::json f;
+  try {
+    f = nlohmann::json::parse(read_file(o.forecast));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", o.forecast, e.what());
+  }
+  try {
+    const std::vector<std::string> d = target_differences(f.at("inputs").at("target"), o);
+    if (!d.empty())
+      fail(
+          "this run is not the forecast's target: {}. A forecast binds its target "
+          "(docs/scaling.md): train with the forecast's options (inputs.target.train_flags: {}) or "
+          "register a new forecast",
+          fmt::join(d, "; "), f["inputs"]["target"].value("train_flags", std::string("?")));
+    return ForecastTracker::from_json(f, o.steps);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed forecast: {}", o.forecast, e.what());
+  } catch (const Error& e) {
+    fail("{}: {}", o.forecast, e.what());
+  }
+}
+
+}  // namespace
+
+ForecastHook::ForecastHook(Trainer& t) : tracker_(bound_tracker(t.options())) {
   const TrainOptions& o = t.options();
+  // The canaries first: their forecasts were registered with the target's, and their rungs are
+  // trained before it; a canary that is not trained yet stops the run here.
+  canaries_ = score_canaries(tracker_.forecast());
+  if (t.is_root())
+    for (auto& c : canaries_)
+      fmt::print(stderr,
+                 "forecast: canary {}: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats "
+                 "({:+.2f}%)\n",
+                 c["name"].get<std::string>(), c["predicted"].get<double>(),
+                 c["actual"].get<double>(), c["verdict"].get<std::string>(),
+                 c["diff_nats"].get<double>(), c["diff_percent"].get<double>());
   for (int64_t s : tracker_.steps()) steps_.insert(s);
   macro_ = tracker_.metric() == "macro_loss";
   if (macro_) {
@@ -44,7 +86,15 @@ void ForecastHook::after_step(Trainer& t, nlohmann::json& m) {
 
 void ForecastHook::at_end(Trainer& t, TrainResult&) {
   if (t.step() != t.options().steps || !last_loss_ || !t.is_root()) return;
-  const nlohmann::json report = tracker_.final_report(*last_loss_, last_clean_);
+  nlohmann::json report = tracker_.final_report(*last_loss_, last_clean_);
+  if (!canaries_.empty()) report["canaries"] = canaries_;
+  const nlohmann::json iv =
+      tracker_.forecast().at("prediction").value("interval", nlohmann::json());
+  if (iv.is_object()) {
+    report["interval"] = iv;
+    report["inside_interval"] =
+        *last_loss_ >= iv["lo"].get<double>() && *last_loss_ <= iv["hi"].get<double>();
+  }
   write_file_atomic(t.run_dir() + "/forecast_report.json", report.dump(2) + "\n");
   fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
              report.value("predicted", 0.0), report.value("actual", 0.0),

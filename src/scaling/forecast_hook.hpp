@@ -26,6 +26,7 @@ class ForecastHook final : public TrainHook {
   bool macro_ = false;
   std::unique_ptr<eval::MacroEvaluator> evaluator_;
   std::optional<double> last_loss_, last_clean_;
+  nlohmann::json canaries_;  // score_canaries(), at the start
 };
 
 // Adds a ForecastHook when the run's options name a forecast.

@@ -97,9 +97,22 @@ int64_t percent_to_evals(int64_t pct, const char* key, const std::string& where)
 
 }  // namespace
 
+double BatchRule::rule_value(int64_t width) const {
+  return base * std::pow(double(width) / base_width, exponent);
+}
+
 int64_t BatchRule::batch_for(int64_t width) const {
-  const double b = base * std::pow(double(width) / base_width, exponent);
-  return std::max<int64_t>(multiple, std::llround(b / double(multiple)) * multiple);
+  return std::max<int64_t>(multiple, std::llround(rule_value(width) / double(multiple)) * multiple);
+}
+
+BatchRule BatchRule::from_json(const json& j) {
+  BatchRule r;
+  r.base = j.at("base").get<double>();
+  r.base_width = j.at("base_width").get<double>();
+  r.exponent = j.at("exponent").get<double>();
+  r.multiple = j.at("multiple").get<int64_t>();
+  r.sizes = j.value("sizes", std::vector<int64_t>{});
+  return r;
 }
 
 json BatchRule::to_json() const {
@@ -112,10 +125,14 @@ json BatchRule::to_json() const {
 json Rung::summary() const {
   const auto& op = options.optim;
   return {{"name", name},
+          {"run", run},
+          {"seed", seed},
+          {"canary", canary},
           {"config", model.to_json()},
           {"width", model.hidden_dim},
           {"layers", model.num_layers},
           {"batch", batch},
+          {"rule_batch", rule_batch},
           {"seq_len", model.seq_len},
           {"active_params", active_params},
           {"budget_steps", budget_steps},
@@ -155,16 +172,34 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
   if (!root.contains("ladder") || !root["ladder"].is_object())
     fail("{}: a [ladder] table is required (widths, layers, tokens_per_param)", origin);
   const json& L = root["ladder"];
-  check_keys(L, wl,
-             {"name", "widths", "layers", "names", "tokens_per_param", "seed", "eval_batches",
-              "ckpt_every_percent", "keep_every_percent"});
+  check_keys(
+      L, wl,
+      {"name", "widths", "layers", "names", "tokens_per_param", "seed", "seeds", "lr_multiplier",
+       "canaries", "eval_batches", "ckpt_every_percent", "keep_every_percent"});
   c.name = L.contains("name") ? get_string(L, "name", wl) : c.name;
   c.tokens_per_param = get_number(L, "tokens_per_param", c.tokens_per_param, wl);
   if (!(c.tokens_per_param > 0))
     fail("{}: 'tokens_per_param' must be positive, got {}", wl, c.tokens_per_param);
+  // Seeds: each is its own run of every rung; the fit uses each rung's mean over them.
+  auto read_seeds = [](const json& t, const std::string& where) {
+    std::vector<uint64_t> v;
+    for (int64_t s : get_ints(t, "seeds", where)) {
+      if (s < 0) fail("{}: 'seeds' must be >= 0, got {}", where, s);
+      if (std::find(v.begin(), v.end(), uint64_t(s)) != v.end())
+        fail("{}: seed {} is listed twice in 'seeds'", where, s);
+      v.push_back(uint64_t(s));
+    }
+    if (t.contains("seeds") && v.empty()) fail("{}: 'seeds' must list at least one seed", where);
+    return v;
+  };
+  if (L.contains("seed") && L.contains("seeds")) fail("{}: give 'seed' or 'seeds', not both", wl);
   const int64_t seed = get_int(L, "seed", 0, wl);
   if (seed < 0) fail("{}: 'seed' must be >= 0", wl);
-  c.seed = uint64_t(seed);
+  c.seeds = L.contains("seeds") ? read_seeds(L, wl) : std::vector<uint64_t>{uint64_t(seed)};
+  c.seed = c.seeds.front();
+  c.lr_multiplier = get_number(L, "lr_multiplier", c.lr_multiplier, wl);
+  if (!(c.lr_multiplier > 0) || !std::isfinite(c.lr_multiplier))
+    fail("{}: 'lr_multiplier' must be a positive number, got {}", wl, c.lr_multiplier);
   c.eval_batches = get_int(L, "eval_batches", c.eval_batches, wl);
   if (c.eval_batches <= 0) fail("{}: 'eval_batches' must be positive", wl);
   c.ckpt_every_percent = get_int(L, "ckpt_every_percent", c.ckpt_every_percent, wl);
@@ -187,6 +222,22 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
     }
   } else {
     for (int64_t w : widths) names.push_back(fmt::format("d{}", w));
+  }
+  if (L.contains("canaries")) {
+    if (!L["canaries"].is_array()) fail("{}: 'canaries' must be a list of rung names", wl);
+    for (auto& n : L["canaries"]) {
+      if (!n.is_string() ||
+          std::find(names.begin(), names.end(), n.get<std::string>()) == names.end())
+        fail("{}: canary {} names no rung (rungs: {})", wl, n.dump(), fmt::join(names, ", "));
+      c.canaries.push_back(n.get<std::string>());
+    }
+    // Canaries are the largest rungs: the forecast fits the rungs before them and predicts them.
+    for (size_t i = 0; i < names.size(); ++i) {
+      const bool is_canary =
+          std::find(c.canaries.begin(), c.canaries.end(), names[i]) != c.canaries.end();
+      if (!is_canary && i + c.canaries.size() >= names.size())
+        fail("{}: the canaries must be the last rungs ({} is after a canary)", wl, names[i]);
+    }
   }
   for (size_t i = 0; i < names.size(); ++i) {
     for (char ch : names[i])
@@ -240,6 +291,11 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
         fmt::format("{}: rung {} (width {}, {} layers)", origin, r.name, widths[i], layers[i]);
     if (widths[i] <= 0 || layers[i] <= 0) fail("{}: width and layers must be positive", wr);
     json over = per_rung.value(r.name, json::object());
+    std::vector<uint64_t> seeds = c.seeds;
+    if (over.contains("seeds")) {
+      seeds = read_seeds(over, wr);
+      over.erase("seeds");
+    }
     int64_t rhd = hd;
     if (over.contains("head_dim")) {
       rhd = get_int(over, "head_dim", hd, wr);
@@ -257,13 +313,27 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
       fail("{}: {}", wr, e.what());
     }
     r.batch = c.batch.sizes.empty() ? c.batch.batch_for(widths[i]) : c.batch.sizes[i];
+    r.rule_batch = c.batch.sizes.empty() ? c.batch.rule_value(widths[i]) : double(r.batch);
     if (r.batch > std::numeric_limits<int>::max()) fail("{}: batch {} is too large", wr, r.batch);
+    // Off the rule by more than rounding to a whole sequence: the rung's loss moves with it, and
+    // the fit takes that for the law (the CPU experiment's residuals followed such rounding).
+    if (c.batch.sizes.empty() && r.batch != std::max<int64_t>(1, std::llround(r.rule_batch)))
+      fmt::print(stderr,
+                 "marin: warning: {}: rung {}: batch {} is off the batch rule's {:.3g} (rounded "
+                 "to a multiple of {}); multiple = 1 keeps every rung on the rule\n",
+                 origin, r.name, r.batch, r.rule_batch, c.batch.multiple);
     r.active_params = account(r.model).active_params;
     r.budget_steps = steps_for_budget(r.model, r.batch, c.tokens_per_param);
-    r.steps = std::max<int64_t>(1, (r.budget_steps + kFractions - 1) / kFractions) * kFractions;
+    r.steps = c.steps_for(r.model, r.batch);
     r.eval_every = r.steps / kFractions;
     r.compute_per_step = forecast_flops_per_step(r.model, r.batch);
-    c.rungs.push_back(std::move(r));
+    r.canary = std::find(c.canaries.begin(), c.canaries.end(), r.name) != c.canaries.end();
+    for (uint64_t s : seeds) {
+      Rung rs = r;
+      rs.seed = s;
+      rs.run = seeds.size() == 1 ? r.name : fmt::format("{}-seed{}", r.name, s);
+      c.rungs.push_back(std::move(rs));
+    }
   }
 
   if (root.contains("data")) {
@@ -358,30 +428,64 @@ void LadderConfig::finalize() {
       fail("{}: the macro loss is scored on the kept checkpoints: set keep_every_percent = 5", we);
     macro = m;
   }
-  for (auto& r : rungs) {
-    TrainOptions o;
-    o.model = r.model;
-    o.batch = int(r.batch);
-    o.steps = r.steps;
-    o.seed = seed;
-    o.eval_every = r.eval_every;
-    o.eval_batches = eval_batches;
-    o.ckpt_every = r.eval_every * (ckpt_every_percent / 5);
-    o.keep_every = r.eval_every * (keep_every_percent / 5);
-    o.data = data;
-    o.valid = valid;
-    o.tokenizer = tokenizer;
-    // The whole §5 rule for this rung's width, batch, seq_len and steps (resolve_hparams() keeps
-    // OptimConfig's nonzero beta2/eps defaults, so every field is set here).
-    const HyperParams h = heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
-    o.optim.muonh_lr = h.muonh_lr;
-    o.optim.adam_lr = h.adam_lr;
-    o.optim.beta1 = h.beta1;
-    o.optim.beta2 = h.beta2;
-    o.optim.eps = h.eps;
-    o.resolve_hparams();  // total_steps
-    r.options = o;
+  for (auto& r : rungs) r.options = run_options(r.model, r.batch, r.steps, r.seed);
+}
+
+int64_t LadderConfig::steps_for(const ModelConfig& m, int64_t batch) const {
+  const int64_t budget = steps_for_budget(m, batch, tokens_per_param);
+  return std::max<int64_t>(1, (budget + kFractions - 1) / kFractions) * kFractions;
+}
+
+TrainOptions LadderConfig::run_options(const ModelConfig& m, int64_t batch, int64_t steps,
+                                       uint64_t run_seed) const {
+  TrainOptions o;
+  o.model = m;
+  o.batch = int(batch);
+  o.steps = steps;
+  o.seed = run_seed;
+  const int64_t eval_every = steps / kFractions;
+  o.eval_every = eval_every;
+  o.eval_batches = eval_batches;
+  o.ckpt_every = eval_every * (ckpt_every_percent / 5);
+  o.keep_every = eval_every * (keep_every_percent / 5);
+  o.data = data;
+  o.valid = valid;
+  o.tokenizer = tokenizer;
+  // The whole §5 rule for this width, batch, seq_len and steps (resolve_hparams() keeps
+  // OptimConfig's nonzero beta2/eps defaults, so every field is set here); the multiplier scales
+  // both peak rates alike, for every rung and the target.
+  const HyperParams h = heuristic_hparams(m.hidden_dim, batch, m.seq_len, steps);
+  o.optim.muonh_lr = h.muonh_lr * lr_multiplier;
+  o.optim.adam_lr = h.adam_lr * lr_multiplier;
+  o.optim.beta1 = h.beta1;
+  o.optim.beta2 = h.beta2;
+  o.optim.eps = h.eps;
+  o.resolve_hparams();  // total_steps, micro-batch
+  return o;
+}
+
+LadderConfig LadderConfig::recipe_from_json(const json& j, const std::string& where) {
+  LadderConfig c;
+  try {
+    c.path = j.value("source", where);
+    c.name = j.value("name", c.name);
+    c.tokens_per_param = j.at("tokens_per_param").get<double>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.seeds = j.value("seeds", std::vector<uint64_t>{c.seed});
+    c.lr_multiplier = j.value("lr_multiplier", 1.0);  // absent: a ladder.json from before it
+    c.canaries = j.value("canaries", std::vector<std::string>{});
+    c.eval_batches = j.at("eval_batches").get<int64_t>();
+    c.ckpt_every_percent = j.at("ckpt_every_percent").get<int64_t>();
+    c.keep_every_percent = j.at("keep_every_percent").get<int64_t>();
+    c.batch = BatchRule::from_json(j.at("batch_rule"));
+    c.data_source = j.at("data_source");
+    c.data = j.at("data");
+    c.valid = j.at("valid");
+    c.tokenizer = j.at("tokenizer").get<std::string>();
+  } catch (const json::exception& e) {
+    fail("{}: the ladder's recipe is incomplete: {}", where, e.what());
   }
+  return c;
 }
 
 json LadderConfig::to_json() const {
@@ -389,6 +493,9 @@ json LadderConfig::to_json() const {
           {"source", path},
           {"tokens_per_param", tokens_per_param},
           {"seed", seed},
+          {"seeds", seeds},
+          {"lr_multiplier", lr_multiplier},
+          {"canaries", canaries},
           {"eval_batches", eval_batches},
           {"evaluations_per_rung", kFractions},
           {"ckpt_every_percent", ckpt_every_percent},
@@ -403,7 +510,7 @@ json LadderConfig::to_json() const {
 std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
   const std::string file = rung.dir + "/metrics.jsonl";
   std::ifstream f(file);
-  if (!f) fail("{}: cannot open (rung {} has not been trained)", file, rung.name);
+  if (!f) fail("{}: cannot open (rung {} has not been trained)", file, rung.run);
   // A resumed run appends the steps after its checkpoint again: the last line of a step wins.
   std::map<int64_t, double> ce;
   std::string line;
@@ -426,7 +533,7 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
     const int64_t step = k * rung.eval_every;
     auto it = ce.find(step);
     if (it == ce.end())
-      fail("{}: rung {} has no valid_ce after step {} ({}% of {})", file, rung.name, step, 5 * k,
+      fail("{}: rung {} has no valid_ce after step {} ({}% of {})", file, rung.run, step, 5 * k,
            rung.steps);
     curve.push_back({step, double(step) / double(rung.steps), rung.compute_per_step * double(step),
                      it->second, std::nullopt});
@@ -447,7 +554,7 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
         fail(
             "{}: missing: the macro loss is scored on every 5% checkpoint of rung {} "
             "(keep_every_percent = 5)",
-            ckpt, rung.name);
+            ckpt, rung.run);
       const std::string cache = ckpt + "/macro_eval.json";
       // Rank 0 reads the cache and tells the others, so all ranks agree on evaluating (which
       // is collective: the documents are split over them).
@@ -469,7 +576,7 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
         result = eval::summary((*evaluator)->evaluate(m, &world));
         if (world.is_root()) {
           write_file_atomic(cache, json({{"metric", spec}, {"result", result}}).dump(2) + "\n");
-          fmt::print(stderr, "ladder: rung {} step {}: macro loss {:.4f}\n", rung.name, step,
+          fmt::print(stderr, "ladder: rung {} step {}: macro loss {:.4f}\n", rung.run, step,
                      result["macro_loss"].get<double>());
         }
       }
@@ -535,7 +642,7 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
   std::vector<json> rung_json(cfg.rungs.size());
   std::vector<std::string> status(cfg.rungs.size(), "pending");
   for (size_t i = 0; i < cfg.rungs.size(); ++i) {
-    cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].name)).string();
+    cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].run)).string();
     rung_json[i] = cfg.rungs[i].summary();
   }
   auto write_ladder = [&] {
@@ -555,6 +662,15 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
 
   for (size_t i = 0; i < cfg.rungs.size(); ++i) {
     Rung& r = cfg.rungs[i];
+    if (r.canary && !o.canaries) {
+      // A canary is trained after the forecast that predicts it (marin ladder --canaries).
+      if (root && (i == 0 || cfg.rungs[i - 1].name != r.name))
+        fmt::print(stderr,
+                   "ladder: canary {} not trained: register the forecast first (marin "
+                   "forecast), then run marin ladder --canaries\n",
+                   r.name);
+      continue;
+    }
     if (root) {
       fs::create_directories(r.dir, ec);
       if (ec) fail("{}: cannot create the rung directory: {}", r.dir, ec.message());
@@ -570,15 +686,13 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
         fail(
             "{}: rung {} was trained with different options ({}); delete the rung directory or "
             "choose another --out",
-            r.dir, r.name, describe_difference(want, have));
+            r.dir, r.run, describe_difference(want, have));
       if (st.step >= r.steps) {
         if (root)
-          fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.name,
-                     r.steps);
+          fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.run, r.steps);
       } else {
         if (root)
-          fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.name, st.step,
-                     r.steps);
+          fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.run, st.step, r.steps);
         t = Trainer::resume(r.dir);
       }
     } else {
@@ -590,7 +704,7 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
         fmt::print(
             stderr,
             "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",
-            r.name, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
+            r.run, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
             r.options.optim.muonh_lr, r.options.optim.adam_lr);
       }
       t = std::make_unique<Trainer>(r.options, r.dir);
@@ -602,7 +716,7 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
         write_ladder();
         if (root)
           fmt::print(stderr, "ladder: stopped in rung {} at step {}; run again to continue\n",
-                     r.name, res.steps_done);
+                     r.run, res.steps_done);
         return false;
       }
     }

@@ -20,19 +20,29 @@ namespace marin::scaling {
 inline constexpr int64_t kFractions = 20;
 
 // The batch of a rung of width d: max(multiple, round(base·(d/base_width)^exponent / multiple)·
-// multiple), unless `sizes` lists one batch per rung.
+// multiple), unless `sizes` lists one batch per rung. With multiple = 1 (the default) every rung
+// is on the rule to the nearest sequence; a larger multiple (e.g. the data-parallel degree) can
+// push a rung off it, which the ladder warns about by name (the fit sees it as noise).
 struct BatchRule {
   double base = 8;
   double base_width = 256;
   double exponent = 1.0;
   int64_t multiple = 1;
   std::vector<int64_t> sizes;
+  double rule_value(int64_t width) const;  // base·(d/base_width)^exponent, unrounded
   int64_t batch_for(int64_t width) const;
   nlohmann::json to_json() const;
+  static BatchRule from_json(const nlohmann::json& j);
 };
 
+// One run of the ladder: a rung (model, batch, budget) at one seed. A rung with several seeds is
+// several runs of the same name, each in its own directory.
 struct Rung {
   std::string name;  // "d<width>" unless named
+  std::string run;   // the run's name: `name`, or "<name>-seed<k>" when the rung has several seeds
+  uint64_t seed = 0;
+  bool canary = false;    // past the fit: trained after the forecast, which predicts it first
+  double rule_batch = 0;  // the batch rule's unrounded value (batch differs when rounded off it)
   ModelConfig model;
   int64_t batch = 0;
   int64_t budget_steps = 0;     // round(tokens_per_param · active / (batch · S))
@@ -41,7 +51,7 @@ struct Rung {
   TrainOptions options;         // exactly what the rung's Trainer runs with (hparams resolved)
   double compute_per_step = 0;  // 3·(F_fwd − 2·d·V)·S·batch: forecast compute, no LM head
   int64_t active_params = 0;
-  std::string dir;                 // run directory, set by train_ladder (DIR/rung-<name>)
+  std::string dir;                 // run directory, set by train_ladder (DIR/rung-<run>)
   nlohmann::json summary() const;  // config, batch, steps, lrs, compute (no curve)
 };
 
@@ -49,7 +59,10 @@ struct LadderConfig {
   std::string path;  // the file it came from (for messages)
   std::string name = "ladder";
   double tokens_per_param = 20;
-  uint64_t seed = 0;
+  uint64_t seed = 0;                  // the first seed of every rung (the target's)
+  std::vector<uint64_t> seeds = {0};  // [ladder] seeds (or seed); [rung.NAME] may give its own
+  double lr_multiplier = 1.0;         // times the §5 learning rates, for every rung and the target
+  std::vector<std::string> canaries;  // rungs past the fit (trained after the forecast)
   int64_t eval_batches = 4;
   int64_t ckpt_every_percent = 5;  // rolling checkpoint period, a multiple of 5
   int64_t keep_every_percent = 0;  // permanent checkpoints (0: none; 5 keeps one per evaluation)
@@ -78,6 +91,17 @@ struct LadderConfig {
   // Resolves the data (loads the mixture file) and fills each rung's TrainOptions.
   void finalize();
   nlohmann::json to_json() const;
+  // The recipe back from ladder.json's "ladder" (to_json() after finalize()): what a forecast needs
+  // to build its target's options exactly as a rung's (no rungs).
+  static LadderConfig recipe_from_json(const nlohmann::json& j, const std::string& where);
+
+  // The budget of a run of this ladder: round(tokens_per_param · active / (batch · S)) rounded up
+  // to a multiple of kFractions (so that the evaluations fall on every 5%).
+  int64_t steps_for(const ModelConfig& m, int64_t batch) const;
+  // Exactly the options a run of the recipe trains with (after finalize()): the model, batch,
+  // steps and seed given, the ladder's data and periods, the §5 learning rates of its shape times
+  // lr_multiplier. Used for every rung and for a forecast's target.
+  TrainOptions run_options(const ModelConfig& m, int64_t batch, int64_t steps, uint64_t seed) const;
 };
 
 // One point of a rung's loss curve.
@@ -102,7 +126,8 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung);
 CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::string& tokenizer);
 
 struct LadderRunOptions {
-  std::string out;                  // DIR: rungs in DIR/rung-<name>/, results in DIR/ladder.json
+  std::string out;                  // DIR: runs in DIR/rung-<run>/, results in DIR/ladder.json
+  bool canaries = false;            // also train the canary rungs (after the forecast is written)
   CurveEvaluator evaluator;         // empty: valid_ce_curve
   std::string metric = "valid_ce";  // the name recorded in ladder.json
 };

@@ -1,0 +1,476 @@
+// Forecasts worth pre-registering (docs/scaling.md; issue 17): every law family recovers a known
+// law from a synthetic ladder with seeded noise; the prediction interval covers a new run at its
+// nominal rate; forward holdouts by hand; seeds, canaries and the law comparison through
+// make_forecast on synthetic ladder.json files (no training); and a target that differs from its
+// forecast (batch, learning rate) refused by `marin train --forecast`, naming the field.
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "model/accounting.hpp"
+#include "optim/hparams.hpp"
+#include "scaling/fit.hpp"
+#include "scaling/forecast.hpp"
+#include "scaling/ladder.hpp"
+
+using marin::testing::run;
+using marin::testing::TempDir;
+using nlohmann::json;
+namespace sc = marin::scaling;
+
+namespace {
+
+// Deterministic standard normals (splitmix64 + Box–Muller), one stream per synthetic seed.
+struct Gauss {
+  uint64_t s;
+  double u() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double((z ^ (z >> 31)) >> 11) + 0.5) / double(1ull << 53);
+  }
+  double next() { return std::sqrt(-2 * std::log(u())) * std::cos(6.283185307179586 * u()); }
+};
+
+const std::string kTiny = MARIN_SOURCE_DIR "/configs/ladder_tiny.toml";
+
+// ladder.json for configs/ladder_tiny.toml's recipe (rows data in `dir`) with synthetic curves:
+// rung i has compute per step cps[i] over 20 steps and run (rung i, seed s) has loss
+// loss(C, i, s) at compute C. `canary` marks the last rung a canary; `canary_done` trains it.
+json synthetic_ladder(const TempDir& dir, const std::vector<double>& cps, int seeds,
+                      const std::function<double(double, size_t, int)>& loss, bool canary = false,
+                      bool canary_done = false) {
+  // Loaded once per directory (the 200-ladder coverage test writes one file 200 times).
+  static std::map<std::string, sc::LadderConfig> loaded;
+  if (!loaded.count(dir.str())) {
+    sc::LadderConfig l = sc::LadderConfig::load(kTiny);
+    l.set_rows_data(dir.str("train.bin"), dir.str("valid.bin"));
+    l.finalize();
+    loaded.emplace(dir.str(), l);
+  }
+  const sc::LadderConfig& c = loaded.at(dir.str());
+  json rungs = json::array();
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const sc::Rung& base = c.rungs.at(std::min(i, c.rungs.size() - 1));
+    const bool is_canary = canary && i + 1 == cps.size();
+    for (int s = 0; s < seeds; ++s) {
+      json r = base.summary();
+      r["name"] = fmt::format("r{}", i);
+      r["run"] = seeds == 1 ? r["name"].get<std::string>() : fmt::format("r{}-seed{}", i, s);
+      r["seed"] = s;
+      r["canary"] = is_canary;
+      r["compute_per_step"] = cps[i];
+      r["steps"] = 20;
+      r["status"] = is_canary && !canary_done ? "pending" : "done";
+      if (r["status"] == "done") {
+        json curve = json::array();
+        for (int k = 1; k <= 20; ++k)
+          curve.push_back({{"step", k},
+                           {"fraction", k / 20.0},
+                           {"compute", cps[i] * k},
+                           {"loss", loss(cps[i] * k, i, s)}});
+        r["curve"] = curve;
+      }
+      rungs.push_back(r);
+    }
+  }
+  json ladder = c.to_json();
+  if (canary) ladder["canaries"] = {fmt::format("r{}", cps.size() - 1)};
+  const json j = {
+      {"format", "marin-ladder-v1"}, {"ladder", ladder}, {"metric", "valid_ce"}, {"rungs", rungs}};
+  // A plain write: write_file_atomic's fsync would dominate the 200-ladder coverage test.
+  std::ofstream(dir.str("ladder.json")) << j.dump(2) << "\n";
+  return j;
+}
+
+// The target of these tests: the `tiny` preset at the ladder's rule batch (width 64: 4) and
+// 40 steps; its compute at 100% is what the synthetic rungs are placed against.
+sc::ForecastOptions tiny_target(const TempDir& dir) {
+  sc::ForecastOptions o;
+  o.ladder_dir = dir.str();
+  o.target_name = "tiny";
+  o.target = marin::ModelConfig::preset("tiny");
+  o.target_steps = 40;
+  return o;
+}
+double tiny_target_compute() {
+  return marin::forecast_flops_per_step(marin::ModelConfig::preset("tiny"), 4) * 40;
+}
+
+}  // namespace
+
+// --- the law families ---------------------------------------------------------------------------
+
+TEST(Laws, EachFamilyRecoversItsLawFromANoisyLadder) {
+  // Six rungs over three decades, 0.2% noise on the loss; each family fitted to data drawn from
+  // itself predicts the law 10× past the largest rung, and its parameters.
+  const double lnV = std::log(512.0);
+  struct Case {
+    sc::LawFamily family;
+    std::optional<double> l_inf;  // fitted when nullopt
+    double A, alpha, truth_l_inf;
+  };
+  for (const Case& k : {Case{sc::LawFamily::Power, 1.5, 30.0, 0.1, 1.5},
+                        Case{sc::LawFamily::Power, std::nullopt, 30.0, 0.1, 2.0},
+                        Case{sc::LawFamily::Sigmoid, 1.0, std::exp(4.0), 0.3, 1.0},
+                        Case{sc::LawFamily::Sigmoid, std::nullopt, std::exp(4.0), 0.3, 2.0}}) {
+    sc::PowerLawFit truth;
+    truth.family = k.family;
+    truth.ceiling = lnV;
+    truth.A = k.A, truth.alpha = k.alpha, truth.l_inf = k.truth_l_inf;
+    Gauss g{42};
+    std::vector<double> c, l;
+    for (int i = 0; i < 6; ++i) {
+      c.push_back(std::pow(10.0, 10 + 0.6 * i));
+      l.push_back(truth.predict(c.back()) * (1 + 0.002 * g.next()));
+    }
+    sc::LawSpec spec;
+    spec.family = k.family;
+    spec.l_inf = k.l_inf;
+    spec.ceiling = lnV;
+    const sc::PowerLawFit f = sc::fit_law(c, l, spec);
+    const std::string what =
+        fmt::format("{} L∞ {}", sc::law_name(k.family), k.l_inf ? "fixed" : "fitted");
+    EXPECT_EQ(f.family, k.family) << what;
+    EXPECT_NEAR(f.alpha, k.alpha, 0.25 * k.alpha) << what;
+    if (!k.l_inf) {
+      EXPECT_NEAR(f.l_inf, k.truth_l_inf, 0.3) << what;
+    }
+    const double far = c.back() * 10;
+    EXPECT_NEAR(f.predict(far), truth.predict(far), 0.02 * truth.predict(far)) << what;
+    EXPECT_GT(f.r2, 0.99) << what;
+    ASSERT_EQ(f.loo_errors.size(), 6u) << what;
+    // Exact data: exactly recovered.
+    std::vector<double> exact;
+    for (double x : c) exact.push_back(truth.predict(x));
+    const sc::PowerLawFit e = sc::fit_law(c, exact, spec);
+    EXPECT_NEAR(e.predict(far), truth.predict(far), 1e-6) << what;
+  }
+  // The sigmoid needs every loss under its ceiling.
+  sc::LawSpec s;
+  s.family = sc::LawFamily::Sigmoid;
+  s.l_inf = 1.0;
+  s.ceiling = 3.0;
+  EXPECT_THROW(sc::fit_law({1, 10, 100}, {3.5, 2.5, 2.0}, s), marin::Error);
+  EXPECT_THROW(sc::parse_law("chinchila"), marin::Error);
+}
+
+TEST(Laws, WeightsFollowTheSeedSpread) {
+  // One rung far off the law but with a tiny weight barely moves the fit; with equal weights it
+  // does.
+  const std::vector<double> c = {1e10, 1e11, 1e12, 1e13};
+  std::vector<double> l;
+  for (double x : c) l.push_back(1.5 + 30 * std::pow(x, -0.1));
+  l[1] += 0.2;
+  const sc::PowerLawFit eq = sc::fit_fixed(c, l, 1.5);
+  const sc::PowerLawFit w = sc::fit_fixed(c, l, 1.5, {1, 1e-6, 1, 1});
+  EXPECT_NEAR(w.alpha, 0.1, 1e-4);
+  EXPECT_GT(std::abs(eq.alpha - 0.1), 10 * std::abs(w.alpha - 0.1));
+  EXPECT_THROW(sc::fit_fixed(c, l, 1.5, {1, 1}), marin::Error);
+}
+
+// --- the prediction interval
+// ----------------------------------------------------------------------
+
+TEST(Interval, NinetyPercentCoversANewRunIn85To95PercentOf200Ladders) {
+  // 200 synthetic ladders (4 rungs × 3 seeds, σ = 0.02 nats per run, from L = 1.5 + (C/C_T)^−¼)
+  // through make_forecast: its 90% interval at 100% must contain a new run of the target (the
+  // law plus its own seed noise) 85–95% of the time.
+  TempDir dir("forecast-coverage");
+  const double ct = tiny_target_compute(), sigma = 0.02;
+  const std::vector<double> cps = {ct / 64 / 20, ct / 32 / 20, ct / 16 / 20, ct / 8 / 20};
+  auto law = [&](double C) { return 1.5 + std::pow(C / ct, -0.25); };
+  int covered = 0, total = 0;
+  double width = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Gauss g{seed * 7919};
+    synthetic_ladder(dir, cps, 3, [&](double C, size_t, int) { return law(C) + sigma * g.next(); });
+    sc::ForecastOptions o = tiny_target(dir);
+    o.law.l_inf = 1.5;
+    o.interval_replicates = 200;
+    const json f = sc::make_forecast(o);
+    const json& iv = f["prediction"]["interval"];
+    ASSERT_TRUE(iv.is_object()) << f["fits"][19].dump();
+    ASSERT_EQ(f["inputs"]["target"]["compute"].get<double>(), ct);
+    const double actual = law(ct) + sigma * g.next();
+    covered += actual >= iv["lo"].get<double>() && actual <= iv["hi"].get<double>();
+    width += iv["hi"].get<double>() - iv["lo"].get<double>();
+    ++total;
+  }
+  const double rate = double(covered) / total;
+  std::cout << "coverage " << rate << ", mean width " << width / total << "\n";
+  EXPECT_GE(rate, 0.85) << "mean width " << width / total;
+  EXPECT_LE(rate, 0.95) << "mean width " << width / total;
+  // Wider than the target's own noise alone (±1.645σ), as the fit's own uncertainty adds to it.
+  EXPECT_GT(width / total, 2 * 1.645 * sigma);
+}
+
+// --- forward holdouts ---------------------------------------------------------------------------
+
+TEST(ForwardHoldout, ThreeRungsByHand) {
+  // L∞ = 1 and L − 1 = 1, 0.5, 0.2 at compute 1, 10, 100 (× the step) at every fraction. The
+  // smallest two rungs fit (L − 1) = 0.5^log10(C/step): at the third, 0.25, so predicted 1.25
+  // against an actual 1.2: +0.05 nats (it beat its forecast), at each of the 20 fractions; the
+  // smallest two are not held out.
+  TempDir dir("forecast-forward");
+  const double base[] = {2.0, 1.5, 1.2};
+  synthetic_ladder(dir, {1, 10, 100}, 1, [&](double, size_t i, int) { return base[i]; });
+  sc::ForecastOptions o = tiny_target(dir);
+  o.law.l_inf = 1.0;
+  const json f = sc::make_forecast(o);
+  for (auto& e : f["fits"]) {
+    ASSERT_EQ(e["forward"].size(), 1u) << e["forward"].dump();
+    const json& h = e["forward"][0];
+    EXPECT_EQ(h["rung"], "r2");
+    EXPECT_EQ(h["from_rungs"], 2);
+    EXPECT_NEAR(h["predicted"].get<double>(), 1.25, 1e-12);
+    EXPECT_NEAR(h["diff_nats"].get<double>(), 0.05, 1e-12);
+  }
+  const json& s = f["forward_holdouts"];
+  EXPECT_NEAR(s["rmse"].get<double>(), 0.05, 1e-12);
+  EXPECT_EQ(s["rungs"][0]["rung_beat_forecast"], 20);
+  EXPECT_EQ(s["n"], 20);
+  // With L∞ fitted (3 parameters) two rungs cannot predict the third: recorded, not invented.
+  o.law.l_inf = std::nullopt;
+  const json ff = sc::make_forecast(o);
+  EXPECT_TRUE(ff["fits"][19]["forward"][0]["predicted"].is_null());
+  EXPECT_TRUE(ff["fits"][19]["forward"][0].contains("failed"));
+}
+
+TEST(Compare, ChoosesTheLawOfSmallestForwardError) {
+  // Rungs drawn from a sigmoid in ln C (leaving the ln V plateau): the comparison picks the
+  // sigmoid; drawn from a power law, the power law. The choice and both errors are recorded.
+  TempDir dir("forecast-compare");
+  const double ct = tiny_target_compute(), lnV = std::log(512.0);
+  const std::vector<double> cps = {ct / 256 / 20, ct / 64 / 20, ct / 16 / 20, ct / 4 / 20,
+                                   ct / 2 / 20};
+  for (auto [truth, want] :
+       {std::pair{sc::LawFamily::Sigmoid, "sigmoid"}, std::pair{sc::LawFamily::Power, "power"}}) {
+    sc::PowerLawFit law;
+    law.family = truth;
+    law.ceiling = lnV;
+    law.l_inf = 2.0;
+    law.alpha = truth == sc::LawFamily::Sigmoid ? 0.8 : 0.3;
+    // The same size of drop over the rungs: centred at the largest rung's compute.
+    law.A = truth == sc::LawFamily::Sigmoid ? std::pow(ct / 8, 0.8) : std::pow(ct / 8, 0.3);
+    synthetic_ladder(dir, cps, 1, [&](double C, size_t, int) { return law.predict(C); });
+    sc::ForecastOptions o = tiny_target(dir);
+    o.law.l_inf = 2.0;
+    o.compare = true;
+    const json f = sc::make_forecast(o);
+    const json& l = f["inputs"]["law"];
+    EXPECT_EQ(l["family"], want) << l.dump();
+    EXPECT_EQ(l["chosen_by"], "smallest forward-holdout RMSE over every fraction");
+    ASSERT_TRUE(l["comparison"]["power"]["rmse"].is_number()) << l.dump();
+    ASSERT_TRUE(l["comparison"]["sigmoid"]["rmse"].is_number()) << l.dump();
+    EXPECT_LT(l["comparison"][want]["rmse"].get<double>(), 1e-6);
+    // --law given: kept, the comparison still recorded.
+    o.law_given = true;
+    o.law.family = truth == sc::LawFamily::Sigmoid ? sc::LawFamily::Power : sc::LawFamily::Sigmoid;
+    const json g = sc::make_forecast(o);
+    EXPECT_NE(g["inputs"]["law"]["family"], want);
+    EXPECT_TRUE(g["inputs"]["law"]["comparison"].is_object());
+  }
+}
+
+// --- seeds and canaries
+// ---------------------------------------------------------------------------
+
+TEST(Seeds, EachSeedIsARunAndTheFitUsesTheMeans) {
+  auto c = sc::LadderConfig::from_toml_text(R"([ladder]
+widths = [32, 64]
+layers = [2, 2]
+tokens_per_param = 0.25
+seeds = [0, 1]
+lr_multiplier = 2.0
+[rung.d64]
+seeds = [5, 6, 7]
+[family]
+head_dim = 8
+num_experts = 8
+top_k = 2
+gated_norm_rank = 16
+seq_len = 64
+sliding_window = 32
+vocab_size = 512
+)",
+                                            "s");
+  c.set_rows_data("t.bin", "v.bin");
+  c.finalize();
+  ASSERT_EQ(c.rungs.size(), 5u);
+  const char* runs[] = {"d32-seed0", "d32-seed1", "d64-seed5", "d64-seed6", "d64-seed7"};
+  const uint64_t seeds[] = {0, 1, 5, 6, 7};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(c.rungs[i].run, runs[i]);
+    EXPECT_EQ(c.rungs[i].options.seed, seeds[i]);
+    const sc::Rung& r = c.rungs[i];
+    const marin::HyperParams h =
+        marin::heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
+    EXPECT_DOUBLE_EQ(r.options.optim.muonh_lr, 2.0 * h.muonh_lr) << r.run;
+    EXPECT_DOUBLE_EQ(r.options.optim.adam_lr, 2.0 * h.adam_lr) << r.run;
+  }
+  EXPECT_EQ(c.to_json()["lr_multiplier"], 2.0);
+  EXPECT_THROW(sc::LadderConfig::from_toml_text(
+                   "[ladder]\nwidths = [32]\nlayers = [2]\nseed = 1\nseeds = [1]\n", "x"),
+               marin::Error);
+  EXPECT_THROW(sc::LadderConfig::from_toml_text(
+                   "[ladder]\nwidths = [32]\nlayers = [2]\nlr_multiplier = 0\n", "x"),
+               marin::Error);
+
+  // make_forecast fits each rung's mean over its seeds, weighted by the inverse of its
+  // variance: a rung whose seeds disagree weighs less.
+  TempDir dir("forecast-seeds");
+  const double ct = tiny_target_compute();
+  const std::vector<double> cps = {ct / 64 / 20, ct / 32 / 20, ct / 16 / 20, ct / 8 / 20};
+  synthetic_ladder(dir, cps, 2, [&](double C, size_t i, int s) {
+    return 1.5 + std::pow(C / ct, -0.25) + (i == 1 ? 0.05 : 0.005) * (s == 0 ? 1 : -1);
+  });
+  sc::ForecastOptions o = tiny_target(dir);
+  o.law.l_inf = 1.5;
+  const json f = sc::make_forecast(o);
+  const json& e = f["fits"][19];
+  ASSERT_EQ(e["points"].size(), 8u);
+  ASSERT_EQ(e["means"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(e["means"][i].get<double>(), 1.5 + std::pow(cps[i] * 20 / ct, -0.25), 1e-12);
+  EXPECT_LT(e["weights"][1].get<double>(), 0.5 * e["weights"][0].get<double>());
+  EXPECT_NEAR(e["predicted_loss"].get<double>(), 2.5, 1e-9);  // the means lie on the law
+  EXPECT_EQ(e["interval"]["noise_source"], "seeds and residuals");
+  EXPECT_EQ(f["inputs"]["rungs"][0]["seeds"].size(), 2u);
+}
+
+TEST(Canary, RegisteredWithTheTargetAndScoredOnceTrained) {
+  TempDir dir("forecast-canary");
+  const double ct = tiny_target_compute();
+  const std::vector<double> cps = {ct / 64 / 20, ct / 32 / 20, ct / 16 / 20, ct / 8 / 20};
+  auto law = [&](double C) { return 1.5 + std::pow(C / ct, -0.25); };
+  // The canary (r3) is pending: the forecast fits r0–r2 and predicts it.
+  synthetic_ladder(
+      dir, cps, 1, [&](double C, size_t, int) { return law(C); }, true, false);
+  sc::ForecastOptions o = tiny_target(dir);
+  o.law.l_inf = 1.5;
+  const json f = sc::make_forecast(o);
+  ASSERT_EQ(f["canaries"].size(), 1u);
+  EXPECT_EQ(f["fits"][19]["points"].size(), 3u);
+  const json& pred = f["canaries"][0]["predictions"];
+  ASSERT_EQ(pred.size(), 20u);
+  EXPECT_NEAR(pred[19]["predicted_loss"].get<double>(), law(cps[3] * 20), 1e-9);
+  EXPECT_THROW(sc::score_canaries(f), marin::Error);  // not trained yet
+  // Trained 0.01 nats above its law: scored as a miss by exactly that.
+  synthetic_ladder(
+      dir, cps, 1, [&](double C, size_t i, int) { return law(C) + (i == 3 ? 0.01 : 0.0); }, true,
+      true);
+  const json s = sc::score_canaries(f);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["name"], "r3");
+  EXPECT_NEAR(s[0]["diff_nats"].get<double>(), 0.01, 1e-9);
+  EXPECT_EQ(s[0]["verdict"], "miss");
+  EXPECT_EQ(s[0]["fractions"].size(), 20u);
+  // The same by hand from the command line.
+  std::ofstream(dir.str("f.json")) << f.dump();
+  auto r = run("forecast --score-canaries " + dir.str("f.json") + " --ladder " + dir.str());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("canary r3: predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": miss by +0.0100 nats"), std::string::npos) << r.out;
+}
+
+// --- a forecast binds its target
+// ------------------------------------------------------------------
+
+TEST(Binding, BatchRuleNotRoundedOffSilently) {
+  // base 3 at width 32, multiple 2: the rule says 3, 6, 9 for widths 32, 64, 96; rounding to
+  // multiples of 2 pushes 32 and 96 off it, and the ladder names them.
+  ::testing::internal::CaptureStderr();
+  auto c = sc::LadderConfig::from_toml_text(
+      "[ladder]\nwidths = [32, 64, 96]\nlayers = [2, 2, 2]\n[batch]\nbase = 3\nbase_width = "
+      "32\nmultiple = 2\n[family]\nhead_dim = 8\nnum_experts = 8\ntop_k = 2\n",
+      "b.toml");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("rung d32: batch 4 is off the batch rule's 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("rung d96: batch 10 is off the batch rule's 9"), std::string::npos) << err;
+  EXPECT_EQ(err.find("rung d64"), std::string::npos) << err;
+  // multiple = 1 (the default): every rung on the rule, no warning.
+  ::testing::internal::CaptureStderr();
+  auto d = sc::LadderConfig::from_toml_text(
+      "[ladder]\nwidths = [32, 64, 96]\nlayers = [2, 2, 2]\n[batch]\nbase = 3\nbase_width = "
+      "32\n[family]\nhead_dim = 8\nnum_experts = 8\ntop_k = 2\n",
+      "b.toml");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(d.rungs[0].batch, 3);
+  EXPECT_EQ(d.rungs[2].batch, 9);
+}
+
+TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
+  // A forecast on configs/ladder_tiny.toml's recipe (synthetic curves: no ladder training), its
+  // target `tiny` at the rule's batch, then `marin train --forecast` with the forecast's options
+  // (accepted) and with a changed batch or learning rate (refused, naming the field).
+  TempDir dir("forecast-binding");
+  marin::testing::write_rows(dir.str("train.bin"), 64, 64, 512, 7);
+  marin::testing::write_rows(dir.str("valid.bin"), 8, 64, 512, 99);
+  const double ct = tiny_target_compute();
+  synthetic_ladder(dir, {ct / 64 / 20, ct / 32 / 20, ct / 16 / 20}, 1,
+                   [&](double C, size_t, int) { return 1.5 + std::pow(C / ct, -0.25); });
+  auto r = run("forecast --ladder " + dir.str() +
+               " --preset tiny --target-steps 20 --l-inf 1 --out " + dir.str("f.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json f = json::parse(marin::read_file(dir.str("f.json")));
+  const json& tg = f["inputs"]["target"];
+  // The batch rule of ladder_tiny (base 2 at width 32, multiple 2) at width 64: 4.
+  EXPECT_EQ(tg["batch"], 4);
+  EXPECT_EQ(tg["batch_source"], "the ladder's batch rule");
+  EXPECT_EQ(tg["seed"], 1);  // ladder_tiny's seed
+  EXPECT_EQ(tg["options"]["batch"], 4);
+  EXPECT_EQ(tg["options"]["model"], marin::ModelConfig::preset("tiny").to_json());
+  const std::string base = "train --preset tiny --rows " + dir.str("train.bin") + " --valid-rows " +
+                           dir.str("valid.bin") + " --forecast " + dir.str("f.json") +
+                           " --steps 20";
+  r = run(base + " --batch 6 --seed 1 --out " + dir.str("t-batch"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("not the forecast's target: batch: forecast 4, run 6"), std::string::npos)
+      << r.out;
+  r = run(base + " --batch 4 --seed 1 --muonh-lr 0.03 --out " + dir.str("t-lr"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("optimizer.muonh_lr: forecast"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("batch: forecast"), std::string::npos) << r.out;
+  r = run(base + " --batch 4 --seed 2 --out " + dir.str("t-seed"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("seed: forecast 1, run 2"), std::string::npos) << r.out;
+  r = run(base + " --batch 4 --seed 1 --out " + dir.str("t-ok"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("forecast: predicted"), std::string::npos) << r.out;
+  const json rep = json::parse(marin::read_file(dir.str("t-ok/forecast_report.json")));
+  EXPECT_TRUE(rep["interval"].is_object()) << rep.dump();
+
+  // A ladder with lr_multiplier = 2: the target's rates are twice the rule, so a target run at
+  // the rule's rates is refused, and the forecast says which flags to give.
+  json lj = json::parse(marin::read_file(dir.str("ladder.json")));
+  lj["ladder"]["lr_multiplier"] = 2.0;
+  marin::write_file_atomic(dir.str("ladder.json"), lj.dump(2));
+  r = run("forecast --ladder " + dir.str() + " --preset tiny --target-steps 20 --l-inf 1 --out " +
+          dir.str("f2.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json f2 = json::parse(marin::read_file(dir.str("f2.json")));
+  const marin::HyperParams h = marin::heuristic_hparams(64, 4, 64, 20);
+  EXPECT_DOUBLE_EQ(f2["inputs"]["target"]["options"]["optimizer"]["muonh_lr"].get<double>(),
+                   2 * h.muonh_lr);
+  EXPECT_EQ(f2["inputs"]["target"]["lr_multiplier"], 2.0);
+  const std::string base2 = "train --preset tiny --rows " + dir.str("train.bin") +
+                            " --valid-rows " + dir.str("valid.bin") + " --forecast " +
+                            dir.str("f2.json") + " --steps 20 --batch 4 --seed 1";
+  r = run(base2 + " --out " + dir.str("t2-rule"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("optimizer.adam_lr: forecast"), std::string::npos) << r.out;
+  r = run("train --preset tiny --rows " + dir.str("train.bin") + " --valid-rows " +
+          dir.str("valid.bin") + " --forecast " + dir.str("f2.json") + " " +
+          f2["inputs"]["target"]["train_flags"].get<std::string>() + " --out " + dir.str("t2-ok"));
+  ASSERT_EQ(r.code, 0) << r.out;
+}
