@@ -39,7 +39,12 @@ if [ ! -f "$report_npm/node_modules/uplot/dist/uPlot.iife.min.js" ] && command -
 fi
 
 BUILD=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} >/dev/null
+# ccache, where installed, makes rebuilds (and other checkouts of the same sources) cheap.
+LAUNCHER=()
+command -v ccache >/dev/null &&
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} "${LAUNCHER[@]}" \
+  -DMARIN_UPLOT_DIR="$report_npm/node_modules/uplot/dist" >/dev/null
 # TARGET=marin builds only the binary (the demo); the default builds tests and benchmarks too.
 cmake --build "$BUILD" -j"$(nproc)" ${TARGET:+--target "$TARGET"}
 echo "setup: built $BUILD/bin/marin"

@@ -139,25 +139,11 @@ Stored convert(const ParamInfo& p, const float* params, bool bf16) {
   return s;
 }
 
-// A safetensors file of the given tensors (formats.md's layout: metadata first, tensors back to
-// back in order, the header padded with spaces to a multiple of 8), written atomically.
+// A safetensors file of the given tensors in order, with the metadata loaders expect ("pt").
 void write_shard(const std::string& path, const std::vector<const Stored*>& ts, const char* dtype) {
-  ojson h = ojson::object();
-  h["__metadata__"] = {{"format", "pt"}};
-  uint64_t off = 0;
-  for (const Stored* t : ts) {
-    h[t->name] = {
-        {"dtype", dtype}, {"shape", t->shape}, {"data_offsets", {off, off + t->bytes.size()}}};
-    off += t->bytes.size();
-  }
-  std::string json = h.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');
-  std::string len(8, '\0');
-  const uint64_t n = json.size();
-  std::memcpy(len.data(), &n, 8);
-  std::vector<std::string_view> parts{len, json};
-  for (const Stored* t : ts) parts.emplace_back(t->bytes);
-  write_file_atomic(path, parts);
+  std::vector<TensorView> views;
+  for (const Stored* t : ts) views.push_back({t->name, t->shape, nullptr, dtype, t->bytes});
+  write_safetensors(path, views, {{"format", "pt"}});
 }
 
 void require_empty_dir(const std::string& dir, const char* what) {

@@ -84,8 +84,9 @@ std::string safetensors_header(std::span<const TensorView> tensors,
   }
   uint64_t offset = 0;
   for (const TensorView& t : tensors) {
-    const uint64_t bytes = static_cast<uint64_t>(checked_numel(t.shape)) * 4;
-    h[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = static_cast<uint64_t>(checked_numel(t.shape)) * dtype_size(t.dtype);
+    h[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string json = h.dump();
@@ -108,16 +109,27 @@ void write_safetensors(const std::string& path, std::span<const TensorView> tens
     const int64_t n = checked_numel(t.shape);
     MARIN_CHECK(n >= 0, "cannot write {}: tensor '{}' has an invalid shape [{}]", path, t.name,
                 fmt::join(t.shape, ", "));
-    MARIN_CHECK(n == 0 || t.data != nullptr, "cannot write {}: tensor '{}' has no data", path,
-                t.name);
+    const int width = dtype_size(t.dtype);
+    MARIN_CHECK(width > 0,
+                "cannot write {}: tensor '{}' has dtype '{}' (expected F32, F16, BF16 or F64)",
+                path, t.name, t.dtype);
+    if (t.dtype == "F32" && t.bytes.empty())
+      MARIN_CHECK(n == 0 || t.data != nullptr, "cannot write {}: tensor '{}' has no data", path,
+                  t.name);
+    else
+      MARIN_CHECK(t.bytes.size() == size_t(n) * size_t(width),
+                  "cannot write {}: tensor '{}' has {} bytes of {}, expected {} × {}", path, t.name,
+                  t.bytes.size(), t.dtype, n, width);
   }
   const std::string header = safetensors_header(tensors, metadata);
   std::vector<std::string_view> parts;
   parts.reserve(tensors.size() + 1);
   parts.emplace_back(header);
   for (const TensorView& t : tensors)
-    parts.emplace_back(reinterpret_cast<const char*>(t.data),
-                       static_cast<size_t>(checked_numel(t.shape)) * 4);
+    parts.push_back(!t.bytes.empty() || t.dtype != "F32"
+                        ? t.bytes
+                        : std::string_view(reinterpret_cast<const char*>(t.data),
+                                           static_cast<size_t>(checked_numel(t.shape)) * 4));
   write_file_atomic(path, parts);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // safetensors (formats.md): 8-byte little-endian header length N, N bytes of JSON
 // {"name": {"dtype", "shape", "data_offsets": [begin, end]}, ..., "__metadata__": {str: str}},
-// then the raw little-endian data. The writer emits F32 only, atomically, with the header padded by
+// then the raw little-endian data. The writer emits F32 (or given bytes of another dtype),
+// atomically, with the header padded by
 // spaces so the data starts at a multiple of 8 (as the reference implementation does). The reader
 // accepts F32, F16, BF16 and F64 (converted to float) and validates everything, naming the file and
 // the tensor in every error.
@@ -16,11 +17,14 @@ namespace marin {
 
 using SafetensorsMetadata = std::map<std::string, std::string>;
 
-// One tensor to write: row-major float32 data of prod(shape) elements (shape [] is a scalar).
+// One tensor to write: row-major float32 data of prod(shape) elements (shape [] is a scalar), or
+// with another dtype ("BF16", "F16", "F64") its little-endian bytes, prod(shape) × width long.
 struct TensorView {
   std::string name;
   std::vector<int64_t> shape;
   const float* data = nullptr;
+  std::string dtype = "F32";
+  std::string_view bytes = {};
 };
 
 // The header bytes (length prefix + padded JSON) for these tensors, tensors laid out back to back
