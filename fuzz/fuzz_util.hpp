@@ -38,14 +38,19 @@ void refuse_or_accept(F&& parse) {
 }
 
 // A directory of this process for parsers that read files (one per process: libFuzzer's -jobs
-// and -fork run several).
+// and -fork run several), removed when the process exits normally.
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("marin-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("marin-fuzz-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 // Writes the input to scratch_dir()/name (replacing it) and returns its path.
