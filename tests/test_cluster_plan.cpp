@@ -295,5 +295,5 @@ TEST(ClusterCli, OptionsAndErrors) {
   const std::string bad = write(tmp, "bad.toml", replaced("bf16_dense_tflops", "bf16_tflops"));
   r = run("plan --preset hero-535b --cluster " + bad + " --racks 11");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find(bad + ": unknown field 'gpu.bf16_tflops'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(bad + ":5: unknown field 'gpu.bf16_tflops'"), std::string::npos) << r.out;
 }

@@ -34,7 +34,8 @@ int run(const Options& o) {
              "tokenize: {} shard(s), {} documents, {} tokens from {:.2f} MB ({:.2f} bytes/token) "
              "in {:.1f} s -> {}/manifest.json (tokenizer {})\n",
              m.shards.size(), docs, tokens, bytes / 1e6,
-             tokens ? double(bytes) / double(tokens) : 0.0, sec, o.out, hex64(m.tokenizer_hash));
+             tokens ? double(bytes) / double(tokens) : 0.0, sec, o.out,
+             marin::hex64(m.tokenizer_hash));
   return 0;
 }
 

@@ -34,7 +34,7 @@ int run_train(const Options& o) {
   tok.save_json(o.out);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print(stderr, "tokenizer train: {} tokens ({} merges) in {:.1f} s -> {} (hash {})\n",
-             tok.vocab_size(), tok.num_merges(), s, o.out, hex64(tok.hash()));
+             tok.vocab_size(), tok.num_merges(), s, o.out, marin::hex64(tok.hash()));
   return 0;
 }
 
