@@ -69,7 +69,12 @@ nlohmann::json to_json(const toml::node& n) {
   }
   if (const auto* s = n.as_string()) return s->get();
   if (const auto* i = n.as_integer()) return i->get();
-  if (const auto* f = n.as_floating_point()) return f->get();
+  if (const auto* f = n.as_floating_point()) {
+    if (std::isfinite(f->get())) return f->get();
+    std::ostringstream ss;  // what toml++'s JSON formatter wrote: JSON has no inf or nan
+    ss << *f;
+    return ss.str();
+  }
   if (const auto* b = n.as_boolean()) return b->get();
   std::ostringstream ss;  // date, time, date-time: their TOML text
   n.visit([&](auto&& v) { ss << v; });
@@ -135,6 +140,14 @@ std::optional<double> TomlFile::number_if(std::string_view key, double lo, doubl
   if (!v || !(*v >= lo && *v <= hi))  // NaN is outside every range
     fail_field(key, fmt::format("must be a number in [{}, {}], got {}", lo, hi, describe(*n)));
   return v;
+}
+
+double TomlFile::real(std::string_view key) const {
+  const toml::node* n = find(impl_->root, key);
+  if (!n) fail("{}: missing field '{}' (a number)", origin_, key);
+  if (const auto* f = n->as_floating_point()) return f->get();
+  if (const auto* i = n->as_integer()) return double(i->get());
+  fail_field(key, fmt::format("must be a number, got {}", describe(*n)));
 }
 
 int64_t TomlFile::integer(std::string_view key, int64_t lo, int64_t hi) const {

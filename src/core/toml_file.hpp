@@ -49,9 +49,13 @@ class TomlFile {
   // The same, or nullopt when the key is absent.
   std::optional<int64_t> integer_if(std::string_view key, int64_t lo, int64_t hi) const;
   std::optional<double> number_if(std::string_view key, double lo, double hi) const;
+  // A number as written, NaN and infinities included (for readers that range-check it later,
+  // naming the field their way).
+  double real(std::string_view key) const;
 
-  // A table as JSON (integers stay integers, dates and times become their TOML text), for
-  // readers that validate a document shared with JSON input (mixtures, ladders).
+  // A table as JSON (integers stay integers; dates, times and the floats JSON cannot hold --
+  // inf, -inf, nan -- become their TOML text), for readers that validate a document shared with
+  // JSON input (mixtures, ladders).
   nlohmann::json json(std::string_view table = "") const;
 
  private:

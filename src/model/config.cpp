@@ -218,8 +218,10 @@ ModelConfig ModelConfig::from_toml_file(const std::string& path, const ModelConf
     const std::string dotted = table.empty() ? key : table + "." + key;
     switch (f.kind(dotted)) {
       case TomlFile::Kind::Integer:
-      case TomlFile::Kind::Real:
         j[key] = f.json(dotted);
+        break;
+      case TomlFile::Kind::Real:
+        j[key] = f.real(dotted);  // inf and nan too: validate() names the field and its range
         break;
       case TomlFile::Kind::Array:
         j[key] = f.strings(dotted);
