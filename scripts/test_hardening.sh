@@ -24,7 +24,8 @@ stamp() { echo "hardening: $1 after $((SECONDS / 60)) min $((SECONDS % 60)) s"; 
 # Sanitizer run-time options: any report fails the process (exit code 1 from the test binary,
 # or the marin child a test runs, whose non-zero exit the test sees); suppressions are committed,
 # narrowly scoped and each explained (scripts/sanitizers/).
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
+# allocator_may_return_null: a refused huge allocation throws std::bad_alloc as without ASan.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=1"
 export LSAN_OPTIONS="suppressions=$ROOT/scripts/sanitizers/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/scripts/sanitizers/ubsan.supp"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
