@@ -9,7 +9,8 @@ PKGS=(build-essential cmake ninja-build pkg-config
       libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libfmt-dev libspdlog-dev libzstd-dev libxxhash-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev python3-numpy python3-matplotlib
-      python3-jinja2 python3-yaml python3-torch chromium)
+      python3-jinja2 python3-yaml python3-torch chromium
+      clang libclang-rt-14-dev libomp-14-dev)  # clang: libFuzzer (scripts/test_hardening.sh)
 # Node and npm (the report's charting library, the tokenizer cross-checks): Debian's packages
 # unless some node is already installed (e.g. nodesource's, which bundles npm and conflicts).
 command -v node >/dev/null || PKGS+=(nodejs)

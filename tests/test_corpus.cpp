@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "data/corpus/corpus.hpp"
 
 namespace fs = std::filesystem;
@@ -77,7 +78,7 @@ TEST(CorpusClean, GcideMarkupIsStripped) {
             "   fr. L. ad + locare to place. See Allow.]\n"
             "   1. To distribute; l\xC3\xB6g and \xC3\xA6on, caf\xC3\xA9, s\xC4\xADt \xC3\xBEorn. "
             "[Obs.]");
-  EXPECT_TRUE(is_valid_utf8(out));
+  EXPECT_TRUE(marin::utf8::valid(out));
   EXPECT_EQ(dict_to_text("See {DEADBEEF} and {hex}.\n\n\n"), "See DEADBEEF and hex.");
 }
 
@@ -116,7 +117,7 @@ TEST(CorpusClean, InvalidUtf8IsRepairedAndCounted) {
   // Latin-1 e-acute, a CP1252 right quote, a stray continuation byte, CRLF, a NUL, a BEL.
   std::string raw = std::string("caf\xE9 \x92ok\x80\r\nx\0y\a  \n\n\n", 18);
   std::string out = clean_text(raw, st);
-  EXPECT_TRUE(is_valid_utf8(out));
+  EXPECT_TRUE(marin::utf8::valid(out));
   EXPECT_EQ(out, "caf\xC3\xA9 \xE2\x80\x99ok\xE2\x82\xAC\nxy");
   EXPECT_EQ(st.invalid_utf8_bytes, 3u);
   EXPECT_EQ(st.control_chars, 3u);  // \r, \0, \a
@@ -124,9 +125,9 @@ TEST(CorpusClean, InvalidUtf8IsRepairedAndCounted) {
   CleanStats clean;
   EXPECT_EQ(clean_text("ok \xE2\x98\xBA\n", clean), "ok \xE2\x98\xBA");
   EXPECT_EQ(clean.documents_repaired, 0u);
-  EXPECT_FALSE(is_valid_utf8("\xC0\xAF"));      // overlong
-  EXPECT_FALSE(is_valid_utf8("\xED\xA0\x80"));  // surrogate
-  EXPECT_TRUE(is_valid_utf8("\xF0\x9F\x98\x80"));
+  EXPECT_FALSE(marin::utf8::valid("\xC0\xAF"));      // overlong
+  EXPECT_FALSE(marin::utf8::valid("\xED\xA0\x80"));  // surrogate
+  EXPECT_TRUE(marin::utf8::valid("\xF0\x9F\x98\x80"));
 }
 
 TEST(CorpusClean, EntitiesDecode) {

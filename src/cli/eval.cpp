@@ -164,15 +164,15 @@ int run_eval(EvalArgs a) {
     tok_hash = Tokenizer::load(tok_path).hash();
     if (tok_hash != man.tokenizer_hash)
       fail(
-          "tokenizer mismatch: {} has hash {:016x} but the token shards in {} were made with a "
-          "tokenizer of hash {:016x}; re-tokenize the corpus with the checkpoint's tokenizer "
+          "tokenizer mismatch: {} has hash {} but the token shards in {} were made with a "
+          "tokenizer of hash {}; re-tokenize the corpus with the checkpoint's tokenizer "
           "(marin tokenize --tokenizer {}) or pass the matching --token-dir",
-          tok_path, tok_hash, a.tokens, man.tokenizer_hash, tok_path);
+          tok_path, hex64(tok_hash), a.tokens, hex64(man.tokenizer_hash), tok_path);
   } else if (!a.quiet) {
     fmt::print(stderr,
-               "marin: warning: {} has no tokenizer.json: the shards' tokenizer ({:016x}) is not "
+               "marin: warning: {} has no tokenizer.json: the shards' tokenizer ({}) is not "
                "checked against the model's\n",
-               a.checkpoint, man.tokenizer_hash);
+               a.checkpoint, hex64(man.tokenizer_hash));
   }
 
   MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);

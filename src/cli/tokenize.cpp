@@ -6,6 +6,7 @@
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -33,9 +34,10 @@ int run(const Options& o) {
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print(stderr,
              "tokenize: {} shard(s), {} documents, {} tokens from {:.2f} MB ({:.2f} bytes/token) "
-             "in {:.1f} s -> {}/manifest.json (tokenizer {:016x})\n",
+             "in {:.1f} s -> {}/manifest.json (tokenizer {})\n",
              m.shards.size(), docs, tokens, bytes / 1e6,
-             tokens ? double(bytes) / double(tokens) : 0.0, sec, o.out, m.tokenizer_hash);
+             tokens ? double(bytes) / double(tokens) : 0.0, sec, o.out,
+             marin::hex64(m.tokenizer_hash));
   return 0;
 }
 

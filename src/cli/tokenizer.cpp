@@ -8,6 +8,7 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "data/tokenizer/documents.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -32,8 +33,8 @@ int run_train(const Options& o) {
   marin::Tokenizer tok = marin::Tokenizer::train(docs, o.vocab, o.specials);
   tok.save_json(o.out);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print(stderr, "tokenizer train: {} tokens ({} merges) in {:.1f} s -> {} (hash {:016x})\n",
-             tok.vocab_size(), tok.num_merges(), s, o.out, tok.hash());
+  fmt::print(stderr, "tokenizer train: {} tokens ({} merges) in {:.1f} s -> {} (hash {})\n",
+             tok.vocab_size(), tok.num_merges(), s, o.out, marin::hex64(tok.hash()));
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 
 namespace marin {
 
@@ -108,9 +109,9 @@ MixtureLoader::MixtureLoader(const MixtureConfig& config, const LoaderOptions& o
   const uint64_t hash = opts.tokenizer_hash ? opts.tokenizer_hash : m.tokenizer_hash;
   if (hash != m.tokenizer_hash)
     fail(
-        "token directory {}: made with tokenizer hash {:016x} but the tokenizer in use has hash "
-        "{:016x}; re-run `marin tokenize` with this tokenizer",
-        opts.token_dir, m.tokenizer_hash, hash);
+        "token directory {}: made with tokenizer hash {} but the tokenizer in use has hash "
+        "{}; re-run `marin tokenize` with this tokenizer",
+        opts.token_dir, hex64(m.tokenizer_hash), hex64(hash));
   for (const MixtureSource& src : config_.sources) {
     auto s = std::make_unique<Stream>();
     s->st.name = src.name;

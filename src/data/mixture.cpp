@@ -4,7 +4,6 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
-#include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -13,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/toml_file.hpp"
 #include "data/shards.hpp"
 
 namespace marin {
@@ -144,15 +144,7 @@ MixtureConfig MixtureConfig::from_json(const json& j, const std::string& origin)
 }
 
 MixtureConfig MixtureConfig::from_toml_text(const std::string& text, const std::string& origin) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    fail("mixture {}: TOML error at line {}: {}", origin, e.source().begin.line, e.description());
-  }
-  std::ostringstream ss;
-  ss << toml::json_formatter{t};
-  return from_json(json::parse(ss.str()), origin);
+  return from_json(TomlFile::parse(text, origin).json(), origin);
 }
 
 MixtureConfig MixtureConfig::load(const std::string& path) {

@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <tuple>
 
@@ -26,6 +25,7 @@
 #include "core/hash.hpp"
 #include "core/progress.hpp"
 #include "data/corpus/corpus.hpp"
+#include "data/text_corpus.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
 static_assert(std::endian::native == std::endian::little, "token shards are little-endian");
@@ -355,16 +355,15 @@ std::vector<TextShard> find_text_shards(const std::string& root,
                                         const std::vector<std::string>& splits) {
   if (!fs::is_directory(root))
     fail("corpus {}: not a directory (expected <domain>/<split>-NNNNN.jsonl shards)", root);
-  static const std::regex name(R"(^(train|valid)-(\d+)\.jsonl$)");
   std::vector<TextShard> out;
   for (const auto& d : fs::directory_iterator(root)) {
     if (!d.is_directory()) continue;
     for (const auto& f : fs::directory_iterator(d.path())) {
-      std::smatch m;
-      const std::string fname = f.path().filename().string();
-      if (!f.is_regular_file() || !std::regex_match(fname, m, name)) continue;
-      if (std::find(splits.begin(), splits.end(), m[1].str()) == splits.end()) continue;
-      out.push_back({f.path(), d.path().filename().string(), m[1].str(), f.path().stem().string(),
+      if (!f.is_regular_file()) continue;
+      const std::optional<std::string> split =
+          text_corpus::shard_split(f.path().filename().string());
+      if (!split || std::find(splits.begin(), splits.end(), *split) == splits.end()) continue;
+      out.push_back({f.path(), d.path().filename().string(), *split, f.path().stem().string(),
                      static_cast<uint64_t>(f.file_size())});
     }
   }
@@ -411,16 +410,9 @@ TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
     for (int64_t i = 0; i < int64_t(lines.size()); ++i) {
       try {
         const std::string_view line = lines[i];
-        if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+        if (!text_corpus::blank(line)) {
           json j;
-          try {
-            j = json::parse(line);
-          } catch (const json::exception& e) {
-            fail("{}:{}: not a JSON line: {}", ts.path.string(), i + 1, e.what());
-          }
-          if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-            fail("{}:{}: expected an object with a string field \"text\"", ts.path.string(), i + 1);
-          const std::string& t = j["text"].get_ref<const std::string&>();
+          const std::string& t = text_corpus::document_text(line, ts.path.string(), i + 1, j);
           encode_document(tok, t, docs[i]);
           bytes[i] = t.size();
           keep[i] = 1;
@@ -444,7 +436,7 @@ TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
       offsets.push_back(tokens.size());
       text_bytes += bytes[i];
     }
-    TokenShardInfo info{ts.domain + "/" + ts.stem + ".tok",
+    TokenShardInfo info{text_corpus::token_shard_file(ts.domain, ts.stem),
                         ts.domain,
                         ts.split,
                         offsets.size() - 1,

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <unordered_set>
 
@@ -21,7 +20,9 @@
 #include "core/hash.hpp"
 #include "core/limits.hpp"
 #include "core/progress.hpp"
+#include "core/utf8.hpp"
 #include "data/corpus/corpus.hpp"
+#include "data/text_corpus.hpp"
 
 namespace marin::eval {
 namespace fs = std::filesystem;
@@ -32,41 +33,16 @@ namespace {
 // Decodes one UTF-8 code point at s[i]; returns its length (1 for an invalid byte, whose value is
 // returned as 0x110000 + byte so that it is kept as a word character and never matches a letter).
 size_t decode(std::string_view s, size_t i, uint32_t& cp) {
-  const auto b = [&](size_t j) { return static_cast<unsigned char>(s[j]); };
-  const unsigned c = b(i);
-  auto cont = [&](size_t j) { return j < s.size() && (b(j) & 0xC0) == 0x80; };
-  if (c < 0x80) return cp = c, 1;
-  if (c >= 0xC2 && c < 0xE0 && cont(i + 1)) return cp = ((c & 0x1F) << 6) | (b(i + 1) & 0x3F), 2;
-  if (c >= 0xE0 && c < 0xF0 && cont(i + 1) && cont(i + 2)) {
-    cp = ((c & 0x0F) << 12) | ((b(i + 1) & 0x3F) << 6) | (b(i + 2) & 0x3F);
-    if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) return 3;
-  } else if (c >= 0xF0 && c < 0xF5 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
-    cp = ((c & 0x07) << 18) | ((b(i + 1) & 0x3F) << 12) | ((b(i + 2) & 0x3F) << 6) |
-         (b(i + 3) & 0x3F);
-    if (cp >= 0x10000 && cp <= 0x10FFFF) return 4;
-  }
-  cp = 0x110000 + c;
+  if (const size_t n = utf8::decode(s, i, cp)) return n;
+  cp = 0x110000 + static_cast<unsigned char>(s[i]);
   return 1;
 }
 
 void encode(uint32_t cp, std::string& out) {
-  if (cp >= 0x110000) {
+  if (cp >= 0x110000)
     out.push_back(static_cast<char>(cp - 0x110000));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+  else
+    utf8::append(out, cp);
 }
 
 enum class Kind { Space, Drop, Word };
@@ -124,38 +100,6 @@ void for_each_word(std::string_view text, F&& fn) {
     }
   }
   if (!word.empty()) fn(std::string_view(word));
-}
-
-bool blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r") == std::string_view::npos;
-}
-
-// The first invalid UTF-8 position of s, or npos.
-size_t invalid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp;
-    const size_t n = decode(s, i, cp);
-    if (cp >= 0x110000) return i;
-    i += n;
-  }
-  return std::string_view::npos;
-}
-
-const std::string& parse_text(std::string_view line, const std::string& file, uint64_t lineno,
-                              json& j) {
-  if (const size_t bad = invalid_utf8(line); bad != std::string_view::npos)
-    fail(
-        "{}:{}: not valid UTF-8 (byte 0x{:02x} at column {}); corpus shards must be UTF-8 "
-        "(`marin corpus build` re-encodes such bytes as Windows-1252)",
-        file, lineno, static_cast<unsigned char>(line[bad]), bad + 1);
-  try {
-    j = json::parse(line);
-  } catch (const json::exception& e) {
-    fail("{}:{}: not a JSON line: {}", file, lineno, e.what());
-  }
-  if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-    fail("{}:{}: expected an object with a string field \"text\"", file, lineno);
-  return j["text"].get_ref<const std::string&>();
 }
 
 // Runs fn(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
@@ -229,7 +173,7 @@ std::vector<std::string_view> split_paragraphs(std::string_view text) {
     size_t nl = text.find('\n', at);
     if (nl == std::string_view::npos) nl = text.size();
     const std::string_view line = text.substr(at, nl - at);
-    if (blank(line)) {
+    if (text_corpus::blank(line)) {
       if (start != std::string_view::npos) out.push_back(text.substr(start, end - start));
       start = std::string_view::npos;
     } else {
@@ -248,12 +192,7 @@ void for_each_jsonl_document(
     const corpus::ShardChecksums* sums) {
   const std::string data = read_file(file);
   if (sums) sums->check(file, data);
-  const auto lines = split_lines(data);
-  json j;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (blank(lines[i])) continue;
-    fn(i + 1, lines[i], parse_text(lines[i], file, i + 1, j));
-  }
+  text_corpus::for_each_document(data, file, fn);
 }
 
 std::vector<std::string> corpus_shards(const std::string& root, const std::string& domain,
@@ -261,9 +200,8 @@ std::vector<std::string> corpus_shards(const std::string& root, const std::strin
   std::vector<std::string> out;
   const fs::path dir = fs::path(root) / domain;
   if (!fs::is_directory(dir)) return out;
-  const std::regex name("^" + split + R"(-(\d+)\.jsonl$)");
   for (const auto& f : fs::directory_iterator(dir))
-    if (f.is_regular_file() && std::regex_match(f.path().filename().string(), name))
+    if (f.is_regular_file() && text_corpus::shard_split(f.path().filename().string()) == split)
       out.push_back(f.path().string());
   std::sort(out.begin(), out.end());
   return out;
@@ -373,9 +311,9 @@ NgramIndex build_ngram_index(const TrainText& text, const IndexOptions& opts) {
       const auto lines = split_lines(data);
       std::atomic<uint64_t> docs{0}, grams{0}, bytes{0};
       parallel_for(int64_t(lines.size()), opts.threads, [&](int64_t i) {
-        if (blank(lines[i])) return;
+        if (text_corpus::blank(lines[i])) return;
         json j;
-        const std::string& t = parse_text(lines[i], file, uint64_t(i) + 1, j);
+        const std::string& t = text_corpus::document_text(lines[i], file, uint64_t(i) + 1, j);
         std::vector<uint64_t> h;
         ngram_hashes(t, opts.n, h);
         if (pass == 0) {

@@ -12,8 +12,10 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "core/progress.hpp"
 #include "data/shards.hpp"
+#include "data/text_corpus.hpp"
 
 namespace marin::eval {
 namespace fs = std::filesystem;
@@ -268,10 +270,10 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
   const TokenManifest man = TokenManifest::load(o.token_dir);
   if (o.tokenizer_hash && o.tokenizer_hash != man.tokenizer_hash)
     fail(
-        "tokenizer mismatch: the model's tokenizer has hash {:016x} but the token shards in {} "
-        "were made with a tokenizer of hash {:016x}; evaluate with shards tokenized by the "
+        "tokenizer mismatch: the model's tokenizer has hash {} but the token shards in {} "
+        "were made with a tokenizer of hash {}; evaluate with shards tokenized by the "
         "checkpoint's tokenizer.json",
-        o.tokenizer_hash, o.token_dir, man.tokenizer_hash);
+        hex64(o.tokenizer_hash), o.token_dir, hex64(man.tokenizer_hash));
   if (int64_t(man.vocab_size) > cfg.vocab_size)
     fail("token shards in {} have a vocabulary of {} but the model has {}", o.token_dir,
          man.vocab_size, cfg.vocab_size);
@@ -333,8 +335,7 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
       }
       header_bytes += sh.header().text_bytes;
       if (o.corpus.empty()) continue;
-      const fs::path text =
-          fs::path(o.corpus) / domain / (fs::path(info.file).stem().string() + ".jsonl");
+      const fs::path text = fs::path(o.corpus) / domain / text_corpus::text_shard_name(info.file);
       if (!fs::exists(text))
         fail("text corpus {}: {} is missing (the token shard {} was made from it)", o.corpus,
              text.string(), man.path(info));

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 
 namespace marin {
 
@@ -76,23 +77,7 @@ template int32_t sample_token<float>(const float*, int64_t, const SamplingOption
 template int32_t sample_token<double>(const double*, int64_t, const SamplingOptions&, Rng&,
                                       const uint8_t*);
 
-size_t utf8_complete_prefix(std::string_view s) {
-  // Find the start of the last (possibly incomplete) sequence within the last 4 bytes.
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const unsigned char c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for its lead
-    size_t need = 1;
-    if ((c & 0xE0) == 0xC0)
-      need = 2;
-    else if ((c & 0xF0) == 0xE0)
-      need = 3;
-    else if ((c & 0xF8) == 0xF0)
-      need = 4;
-    return back < need ? n - back : n;
-  }
-  return n;  // only continuation bytes (invalid UTF-8): nothing to wait for
-}
+size_t utf8_complete_prefix(std::string_view s) { return utf8::complete_prefix(s); }
 
 // ---- the decoder ----
 

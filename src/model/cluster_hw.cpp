@@ -1,16 +1,17 @@
-// Reads a hardware file with toml++ directly: the fields are few and flat, and reading the nodes
-// lets every message name the file and the dotted field.
+// Reads a hardware file through core/toml_file: the fields are few and flat, and every message
+// names the file (and line) and the dotted field.
 #include "model/cluster_hw.hpp"
 
 #include <fmt/ranges.h>
 
-#include <toml++/toml.h>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/toml_file.hpp"
 
 namespace marin {
 namespace {
@@ -32,41 +33,41 @@ const std::map<std::string, std::string>& schema() {
 }
 
 struct Reader {
-  const toml::table& root;
-  const std::string& origin;
+  const TomlFile& file;
 
-  const toml::node& at(const std::string& key) const {
-    const toml::node* n = root.at_path(key).node();
-    if (!n) fail("{}: missing field '{}' ({})", origin, key, schema().at(key));
-    return *n;
+  void present(const std::string& key) const {
+    if (!file.has(key)) fail("{}: missing field '{}' ({})", file.origin(), key, schema().at(key));
   }
   double positive(const std::string& key) const {
-    const toml::node& n = at(key);
-    const std::optional<double> v = n.value<double>();  // integers convert too
-    if (!v || !(*v > 0)) fail("{}: field '{}' must be a positive number", origin, key);
-    return *v;
+    present(key);
+    const TomlFile::Kind k = file.kind(key);  // integers convert too
+    const double v = k == TomlFile::Kind::Integer || k == TomlFile::Kind::Real
+                         ? file.json(key).get<double>()
+                         : std::nan("");
+    if (!(v > 0)) file.fail_field(key, "must be a positive number");
+    return v;
   }
   int64_t count(const std::string& key) const {
-    const toml::node& n = at(key);
-    if (!n.is_integer() || n.as_integer()->get() <= 0)
-      fail("{}: field '{}' must be a positive integer", origin, key);
-    return n.as_integer()->get();
+    present(key);
+    if (file.kind(key) != TomlFile::Kind::Integer || file.json(key).get<int64_t>() <= 0)
+      file.fail_field(key, "must be a positive integer");
+    return file.json(key).get<int64_t>();
   }
   std::string text(const std::string& key) const {
-    const toml::node& n = at(key);
-    if (!n.is_string()) fail("{}: field '{}' must be a string", origin, key);
-    return n.as_string()->get();
+    present(key);
+    return file.string(key);
   }
   // Every leaf must be in the schema; tables only group.
-  void no_unknown(const toml::table& t, const std::string& prefix) const {
-    for (auto& [k, v] : t) {
-      const std::string key = prefix + std::string(k.str());
-      if (v.is_table()) {
-        no_unknown(*v.as_table(), key + ".");
+  void no_unknown(const std::string& table) const {
+    for (const std::string& k : file.keys(table)) {
+      const std::string key = table.empty() ? k : table + "." + k;
+      if (file.kind(key) == TomlFile::Kind::Table) {
+        no_unknown(key);
       } else if (!schema().count(key)) {
         std::vector<std::string> known;
         for (auto& [name, _] : schema()) known.push_back(name);
-        fail("{}: unknown field '{}' (known fields: {})", origin, key, fmt::join(known, ", "));
+        fail("{}: unknown field '{}' (known fields: {})", file.where(key), key,
+             fmt::join(known, ", "));
       }
     }
   }
@@ -76,14 +77,9 @@ struct Reader {
 
 ClusterHardware ClusterHardware::from_toml_text(const std::string& text,
                                                 const std::string& origin) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    fail("{}: TOML error at line {}: {}", origin, e.source().begin.line, e.description());
-  }
-  const Reader r{t, origin};
-  r.no_unknown(t, "");
+  const TomlFile t = TomlFile::parse(text, origin);
+  const Reader r{t};
+  r.no_unknown("");
   ClusterHardware h;
   h.origin = origin;
   h.name = r.text("name");

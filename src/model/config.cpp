@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <toml++/toml.h>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -11,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/toml_file.hpp"
 
 namespace marin {
 namespace {
@@ -211,33 +211,26 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& w
 }
 
 ModelConfig ModelConfig::from_toml_file(const std::string& path, const ModelConfig* base) {
-  toml::table t;
-  try {
-    t = toml::parse(read_file(path), path);
-  } catch (const toml::parse_error& e) {
-    fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
-  }
+  const TomlFile f = TomlFile::load(path);
   // A [model] table if present, else the top level.
-  const toml::table* m = t["model"].as_table();
-  if (!m) m = &t;
+  const std::string table = f.kind("model") == TomlFile::Kind::Table ? "model" : "";
   nlohmann::json j = nlohmann::json::object();
-  for (auto& [k, v] : *m) {
-    std::string key(k.str());
-    if (v.is_integer())
-      j[key] = v.as_integer()->get();
-    else if (v.is_floating_point())
-      j[key] = v.as_floating_point()->get();
-    else if (v.is_array()) {
-      auto arr = nlohmann::json::array();
-      for (auto& e : *v.as_array()) {
-        if (!e.is_string()) fail("{}: field '{}' must be a list of strings", path, key);
-        arr.push_back(std::string(e.as_string()->get()));
-      }
-      j[key] = arr;
-    } else if (v.is_table()) {
-      continue;  // other sections ([train], [data]) belong to other readers
-    } else {
-      fail("{}: field '{}' has an unsupported type", path, key);
+  for (const std::string& key : f.keys(table)) {
+    const std::string dotted = table.empty() ? key : table + "." + key;
+    switch (f.kind(dotted)) {
+      case TomlFile::Kind::Integer:
+        j[key] = f.json(dotted);
+        break;
+      case TomlFile::Kind::Real:
+        j[key] = f.real(dotted);  // inf and nan too: validate() names the field and its range
+        break;
+      case TomlFile::Kind::Array:
+        j[key] = f.strings(dotted);
+        break;
+      case TomlFile::Kind::Table:
+        break;  // other sections ([train], [data]) belong to other readers
+      default:
+        f.fail_field(dotted, "has an unsupported type (expected a number or a list of strings)");
     }
   }
   return from_json(j, path, base);

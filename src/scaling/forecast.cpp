@@ -175,7 +175,8 @@ const std::vector<std::string>& bound_option_keys() {
   return k;
 }
 
-json make_forecast(const ForecastOptions& o) {
+namespace {
+json make_forecast_unchecked(const ForecastOptions& o) {
   const std::string file = (fs::path(o.ladder_dir) / "ladder.json").string();
   const json ladder = read_ladder_json(o.ladder_dir);
   const std::string hash = xxh64_hex(read_file(file));
@@ -433,6 +434,16 @@ json make_forecast(const ForecastOptions& o) {
   if (ladder.contains("eval")) forecast["eval"] = ladder["eval"];
   return forecast;
 }
+}  // namespace
+
+json make_forecast(const ForecastOptions& o) {
+  // A field of the wrong type or shape is a named error, not a JSON library exception.
+  try {
+    return make_forecast_unchecked(o);
+  } catch (const json::exception& e) {
+    fail("{}/ladder.json: missing or malformed field: {}", o.ladder_dir, e.what());
+  }
+}
 
 std::vector<std::string> target_differences(const json& target, const TrainOptions& o) {
   std::vector<std::string> d;
@@ -536,7 +547,8 @@ ForecastTracker::ForecastTracker(const std::string& forecast_path, int64_t total
 }
 
 ForecastTracker ForecastTracker::from_json(const json& f, int64_t total_steps) {
-  if (f.value("format", "") != "marin-forecast-v1") fail("not a marin forecast (format)");
+  if (!f.is_object() || f.value("format", "") != "marin-forecast-v1")
+    fail("not a marin forecast (format)");
   ForecastTracker t;
   try {
     const int64_t target_steps = f.at("inputs").at("target").at("steps").get<int64_t>();

@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
-#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -17,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/toml_file.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -155,15 +155,7 @@ LadderConfig LadderConfig::load(const std::string& path) {
 }
 
 LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::string& origin) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    fail("ladder {}: TOML error at line {}: {}", origin, e.source().begin.line, e.description());
-  }
-  std::ostringstream ss;
-  ss << toml::json_formatter{t};
-  const json root = json::parse(ss.str());
+  const json root = TomlFile::parse(text, origin).json();
   check_keys(root, origin, {"ladder", "batch", "family", "rung", "data", "eval"});
 
   LadderConfig c;
@@ -744,7 +736,8 @@ json read_ladder_json(const std::string& dir) {
   } catch (const json::exception& e) {
     fail("{}: not valid JSON: {}", file, e.what());
   }
-  if (j.value("format", "") != "marin-ladder-v1") fail("{}: not a marin ladder.json", file);
+  if (!j.is_object() || j.value("format", "") != "marin-ladder-v1")
+    fail("{}: not a marin ladder.json", file);
   return j;
 }
 

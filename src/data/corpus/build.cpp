@@ -24,6 +24,7 @@
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
 #include "data/corpus/corpus.hpp"
+#include "data/text_corpus.hpp"
 
 namespace marin::corpus {
 
@@ -642,7 +643,7 @@ class ShardWriter {
 
  private:
   void open() {
-    path_ = dir_ / fmt::format("{}-{:05d}.jsonl", split_, index_++);
+    path_ = dir_ / text_corpus::shard_name(split_, index_++);
     f_ = std::fopen(path_.c_str(), "wb");
     if (!f_) fail("corpus: cannot create {}", path_.string());
     XXH64_reset(state_.get(), 0);

@@ -8,57 +8,12 @@
 #include <vector>
 
 #include "core/fileio.hpp"
+#include "core/utf8.hpp"
 #include "data/corpus/corpus.hpp"
 
 namespace marin::corpus {
 
 namespace {
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Length of the valid UTF-8 sequence starting at s[i] (a non-ASCII lead byte), or 0.
-std::size_t utf8_seq_len(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  std::size_t len;
-  std::uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (std::size_t k = 1; k < len; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if (len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
-  if (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
-  return len;
-}
 
 // Windows-1252 for 0x80..0x9F (0 = undefined); other bytes >= 0xA0 are Latin-1.
 constexpr std::array<std::uint16_t, 32> kCp1252 = {
@@ -96,19 +51,6 @@ std::string tidy_lines(std::string_view s) {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = utf8_seq_len(s, i);
-    if (len == 0) return false;
-    i += len;
-  }
-  return true;
-}
-
 std::string clean_text(std::string_view raw, CleanStats& stats) {
   std::string fixed;
   fixed.reserve(raw.size());
@@ -127,7 +69,8 @@ std::string clean_text(std::string_view raw, CleanStats& stats) {
       ++i;
       continue;
     }
-    std::size_t len = utf8_seq_len(raw, i);
+    std::uint32_t decoded;
+    std::size_t len = utf8::decode(raw, i, decoded);
     if (len > 0) {
       fixed.append(raw.substr(i, len));
       i += len;
@@ -135,7 +78,7 @@ std::string clean_text(std::string_view raw, CleanStats& stats) {
     }
     ++bad;
     std::uint32_t cp = c < 0xA0 ? kCp1252[c - 0x80] : c;
-    if (cp != 0) append_utf8(fixed, cp);
+    if (cp != 0) utf8::append(fixed, cp);
     ++i;
   }
   stats.invalid_utf8_bytes += bad;
@@ -209,7 +152,7 @@ std::string decode_entities(std::string_view s) {
       out += '&';
       continue;
     }
-    if (cp != 0) append_utf8(out, cp);
+    if (cp != 0) utf8::append(out, cp);
     i = semi;
   }
   return out;
@@ -353,20 +296,20 @@ std::string gcide_line(std::string_view line) {
         std::string_view in = line.substr(i + 1, end - i - 1);
         if (in.size() == 2 && combining(in[0]) && is_alpha(in[1])) {  // ['e], [=a], ...
           if (std::uint32_t cp = compose(in[0], in[1])) {
-            append_utf8(out, cp);
+            utf8::append(out, cp);
           } else {
             out += in[1];
-            append_utf8(out, combining(in[0]));
+            utf8::append(out, combining(in[0]));
           }
           i = end;
           continue;
         }
         if (in.size() == 2 && is_alpha(in[0]) && in[1] == '^') {  // [i^]: breve
           if (std::uint32_t cp = compose(in[0], '^')) {
-            append_utf8(out, cp);
+            utf8::append(out, cp);
           } else {
             out += in[0];
-            append_utf8(out, 0x306);
+            utf8::append(out, 0x306);
           }
           i = end;
           continue;

@@ -30,7 +30,6 @@ struct CleanStats {
 // re-encoded), turns CRLF/CR into LF, drops other control characters except tab and newline,
 // and trims trailing whitespace of each line and blank lines at both ends.
 std::string clean_text(std::string_view raw, CleanStats& stats);
-bool is_valid_utf8(std::string_view s);
 
 // Brown corpus: "The/at Fulton/np-tl ..." -> "The Fulton ...", one sentence per line, quotes
 // (`` '') turned into ", punctuation re-attached.

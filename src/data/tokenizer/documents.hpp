@@ -1,6 +1,6 @@
 #pragma once
-// Reading training/benchmark text: a `.jsonl` file is one document per line (a JSON object with a
-// string "text" field); any other file is one document holding all of its bytes.
+// Reading training/benchmark text: a `.jsonl` file is one document per non-blank line (the rule of
+// data/text_corpus.hpp); any other file is one document holding all of its bytes.
 #include <string>
 #include <vector>
 

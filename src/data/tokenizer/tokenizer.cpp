@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/utf8.hpp"
 #include "data/tokenizer/impl.hpp"
 
 namespace marin {
@@ -57,23 +58,10 @@ const ByteUnicode& byte_unicode() {
   return m;
 }
 
-void append_utf8(std::string& s, uint32_t cp) {
-  if (cp < 0x80) {
-    s += char(cp);
-  } else if (cp < 0x800) {
-    s += char(0xC0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3F));
-  } else {
-    s += char(0xE0 | (cp >> 12));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  }
-}
-
 std::string bytes_to_unicode(std::string_view bytes) {
   std::string s;
   s.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) append_utf8(s, byte_unicode().to_cp[c]);
+  for (unsigned char c : bytes) utf8::append(s, byte_unicode().to_cp[c]);
   return s;
 }
 
@@ -82,17 +70,10 @@ bool unicode_to_bytes(std::string_view s, std::string& out) {
   out.clear();
   const auto& m = byte_unicode();
   for (size_t i = 0; i < s.size();) {
-    unsigned char c = s[i];
     uint32_t cp;
-    if (c < 0x80) {
-      cp = c;
-      i += 1;
-    } else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
-      cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
-      i += 2;
-    } else {
-      return false;  // the mapping only uses code points below U+0800
-    }
+    const size_t n = utf8::decode(s, i, cp);
+    if (n == 0) return false;
+    i += n;
     if (cp >= 512 || m.to_byte[cp] < 0) return false;
     out += char(m.to_byte[cp]);
   }
@@ -126,30 +107,6 @@ bool b64_decode(std::string_view in, std::string& out) {
   for (; i < in.size(); ++i)
     if (in[i] != '=') return false;
   return !out.empty() || in.empty();
-}
-
-bool valid_utf8(std::string_view s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || i + len > n) return false;
-    uint32_t cp = c & (0x7F >> len);
-    for (int k = 1; k < len; ++k) {
-      unsigned char d = s[i + k];
-      if ((d & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
-    i += len;
-  }
-  return true;
 }
 
 // ---- per-thread cache of piece -> ids for pieces that are not themselves tokens ----
@@ -825,7 +782,7 @@ std::string Tokenizer::to_json() const {
 
 void Tokenizer::save_json(const std::string& path) const {
   for (uint32_t id : impl_->specials)
-    if (!valid_utf8(impl_->tokens[id]))
+    if (!utf8::valid(impl_->tokens[id]))
       fail("cannot save '{}': special token {} is not valid UTF-8", path, id);
   std::string text = to_json();
   std::string tmp = path + ".tmp";

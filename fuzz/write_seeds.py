@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpus fuzz/corpus/<target>/ (a few small valid and near-valid
+inputs per parser; libFuzzer mutates from these). Run from the repository root with the
+inputs a real run produced: `fuzz/write_seeds.py RUN_CKPT_DIR TOKENIZER_JSON`, where
+RUN_CKPT_DIR is a checkpoint of `marin train --preset tiny` (its config.json, state.json) and
+TOKENIZER_JSON a small `marin tokenizer train` output. Re-running it rewrites the seeds."""
+import base64, json, os, struct, sys
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+ckpt, tok_json = sys.argv[1], sys.argv[2]
+
+
+def put(target, name, data):
+    d = os.path.join(root, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def safetensors(tensors, meta=None, dtype="F32", pad=b""):
+    header, body = {}, b""
+    for name, shape, values in tensors:
+        raw = struct.pack("<%df" % len(values), *values)
+        if dtype == "BF16":
+            raw = b"".join(raw[i + 2:i + 4] for i in range(0, len(raw), 4))
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(body), len(body) + len(raw)]}
+        body += raw
+    if meta:
+        header["__metadata__"] = meta
+    h = json.dumps(header).encode() + pad
+    return struct.pack("<Q", len(h)) + h + body
+
+
+put("fuzz_safetensors", "f32", safetensors([("a", [2], [1.0, -2.0]), ("b.c", [1, 2], [0.5, 3.0])], {"format": "pt"}))
+put("fuzz_safetensors", "bf16", safetensors([("w", [2, 2], [1.0, 2.0, 3.0, 4.0])], dtype="BF16"))
+put("fuzz_safetensors", "scalar_padded", safetensors([("s", [], [7.0])], pad=b"   "))
+put("fuzz_safetensors", "offsets_wrong", safetensors([("a", [3], [1.0, 2.0])]))
+
+config = open(os.path.join(ckpt, "config.json")).read()
+put("fuzz_config_json", "tiny", config)
+cj = json.loads(config)
+cj["kv_heads_local"] = 3
+put("fuzz_config_json", "bad_rule", json.dumps(cj))
+put("fuzz_config_json", "partial", json.dumps({"hidden_dim": 64, "num_layers": 2}))
+
+toml_lines = []
+for k, v in json.loads(config).items():
+    if isinstance(v, list):
+        toml_lines.append("%s = [%s]" % (k, ", ".join('"%s"' % s for s in v)))
+    elif isinstance(v, (int, float)):
+        toml_lines.append("%s = %r" % (k, v))
+put("fuzz_config_toml", "tiny", "\n".join(toml_lines) + "\n")  # even first byte: no preset
+put("fuzz_config_toml", "model_table", "[model]\nhidden_dim = 128\nnum_layers = 2\n[train]\nsteps = 5\n")
+put("fuzz_config_toml", "preset_partial", "# preset fills the rest\nnum_experts = 16\ntop_k = 4\n")
+
+put("fuzz_mixture_toml", "weights", "weights = { bible_kjv = 0.7, code_go = 0.3 }\n")
+put("fuzz_mixture_toml", "phases",
+    "[sources]\nkjv = { domain = 'bible_kjv', split = 'train' }\nweb = 'bible_web_modern'\n"
+    "[[phase]]\nweights = { kjv = 1, web = 1 }\n[[phase]]\nstart_fraction = 0.5\nweights = { kjv = 1 }\n")
+put("fuzz_mixture_toml", "bad_weight", "weights = { a = -1, b = inf }\n")
+with open(os.path.join(os.path.dirname(root), "..", "configs", "fixture_mixture.toml")) as f:
+    put("fuzz_mixture_toml", "fixture", f.read())
+
+put("fuzz_ladder_toml", "small",
+    "[ladder]\nname = 'x'\nwidths = [64, 96]\nlayers = [2, 3]\ntokens_per_param = 2.0\nseed = 1\n"
+    "[batch]\nbase = 8\nbase_width = 64\nexponent = 0.5\nmultiple = 2\n"
+    "[family]\nhead_dim = 16\nnum_experts = 8\ntop_k = 2\nseq_len = 64\nsliding_window = 32\n"
+    "vocab_size = 512\n[rung.d96]\nnum_experts = 16\n")
+with open(os.path.join(os.path.dirname(root), "..", "configs", "ladder_cpu.toml")) as f:
+    put("fuzz_ladder_toml", "ladder_cpu", f.read())
+put("fuzz_ladder_toml", "mismatch", "[ladder]\nwidths = [64]\nlayers = [2, 3]\n")
+
+tok = open(tok_json).read()
+put("fuzz_tokenizer_json", "trained", tok)
+tj = json.loads(tok)
+tj["model"]["merges"] = tj["model"]["merges"][:3] + ["zz yy"]
+put("fuzz_tokenizer_json", "bad_merge", json.dumps(tj))
+
+byte_lines = [base64.b64encode(bytes([b])).decode() + " %d" % b for b in range(256)]
+merges = [b"th", b"he", b"the", b"in", b" the"]
+tik = "\n".join(byte_lines + [base64.b64encode(m).decode() + " %d" % (256 + i) for i, m in enumerate(merges)]) + "\n"
+put("fuzz_tiktoken", "bytes_and_merges", tik)
+put("fuzz_tiktoken", "missing_byte", "\n".join(byte_lines[1:]) + "\n")
+put("fuzz_tiktoken", "bad_rank", "YQ== 0\nYg== x\n")
+
+HASH = 0x5EED
+
+
+def shard(vocab, docs, text_bytes, width=None, tail=b""):
+    width = width or (2 if vocab <= 65536 else 4)
+    toks = [t for d in docs for t in d]
+    offs = [0]
+    for d in docs:
+        offs.append(offs[-1] + len(d))
+    h = b"MARINTOK" + struct.pack("<III", 1, width, vocab) + b"\0" * 4
+    h += struct.pack("<QQQQ", HASH, len(docs), len(toks), text_bytes) + b"\0" * 8
+    body = struct.pack("<%dQ" % len(offs), *offs)
+    body += struct.pack("<%d%s" % (len(toks), "H" if width == 2 else "I"), *toks)
+    return h + body + tail
+
+
+put("fuzz_token_shard", "two_docs", shard(300, [[1, 2], [3, 299, 0]], 11))
+put("fuzz_token_shard", "wide", shard(70000, [[69999, 5]], 3))
+put("fuzz_token_shard", "empty", shard(300, [], 0))
+put("fuzz_token_shard", "trailing", shard(300, [[1]], 1, tail=b"\0\0"))
+
+manifest = {"format": "marin-tokens/1", "tokenizer_hash": "%016x" % HASH, "vocab_size": 300,
+            "corpus": "c", "shards": [{"file": "d/train-00000.tok", "domain": "d", "split": "train",
+                                        "documents": 2, "tokens": 5, "bytes": 11}]}
+put("fuzz_token_manifest", "one_shard", json.dumps(manifest, indent=1))
+m2 = json.loads(json.dumps(manifest))
+m2["shards"].append(dict(m2["shards"][0], file="./d/train-00000.tok"))
+put("fuzz_token_manifest", "duplicate", json.dumps(m2))
+m3 = json.loads(json.dumps(manifest))
+m3["shards"][0]["tokens"] = 6
+m3["shards"][0]["file"] = "../d/train-00000.tok"
+put("fuzz_token_manifest", "lying_escaping", json.dumps(m3))
+
+put("fuzz_rows", "seq4_two_rows", bytes([3]) + struct.pack("<10I", *range(10)))
+put("fuzz_rows", "seq1", bytes([0]) + struct.pack("<4I", 1, 2, 511, 0))
+put("fuzz_rows", "out_of_vocab", bytes([1]) + struct.pack("<3I", 1, 2, 512))
+put("fuzz_rows", "ragged", bytes([2]) + struct.pack("<5I", 1, 2, 3, 4, 5))
+
+state = open(os.path.join(ckpt, "state.json")).read()
+put("fuzz_state_json", "real", state)
+sj = json.loads(state)
+sj["data"]["next_row"] = -1000
+put("fuzz_state_json", "edited", json.dumps(sj))  # checksum no longer matches
+sj.pop("state_xxh64", None)
+put("fuzz_state_json", "no_checksum", json.dumps(sj))
+
+
+def curve(scale):
+    return [{"fraction": k / 20, "step": k, "compute": scale * k, "loss": 2.0 + 3.0 / (scale * k) ** 0.3,
+             "clean_loss": 2.1 + 3.0 / (scale * k) ** 0.3} for k in range(1, 21)]
+
+
+ladder = {"format": "marin-ladder-v1", "ladder": {"name": "x", "tokens_per_param": 2.0},
+          "metric": "valid_ce",
+          "rungs": [{"name": "r%d" % i, "status": "done", "compute_per_step": 1e9 * s, "steps": 20,
+                     "batch": 8, "active_params": 1e6 * s, "curve": curve(1e9 * s)} for i, s in enumerate([1, 3, 9])]}
+put("fuzz_ladder_json", "three_rungs", json.dumps(ladder))
+l2 = json.loads(json.dumps(ladder))
+l2["rungs"][1]["status"] = "pending"
+put("fuzz_ladder_json", "unfinished", json.dumps(l2))
+l3 = json.loads(json.dumps(ladder))
+l3["rungs"][0]["curve"] = l3["rungs"][0]["curve"][:3]
+put("fuzz_ladder_json", "short_curve", json.dumps(l3))
+
+fits = [{"fraction": k / 20, "predicted_loss": 3.0 - k / 40, "predicted_clean_loss": 3.1 - k / 40} for k in range(1, 21)]
+forecast = {"format": "marin-forecast-v1", "inputs": {"target": {"steps": 100, "batch": 8}}, "fits": fits,
+            "prediction": {"final_loss": 2.5, "metric": "valid_ce"}}
+put("fuzz_forecast_json", "full", json.dumps(forecast))
+f2 = json.loads(json.dumps(forecast))
+f2["inputs"]["target"]["steps"] = 50
+put("fuzz_forecast_json", "other_steps", json.dumps(f2))
+put("fuzz_forecast_json", "partial", json.dumps({"format": "marin-forecast-v1", "inputs": {"target": {"steps": 100}},
+                                                  "fits": [{"fraction": 1.0, "predicted_loss": None}]}))
+
+put("fuzz_corpus_jsonl", "two_docs", 'train-00000.jsonl\n{"id":"a","text":"In the beginning."}\n\n{"text":"caf\\u00e9"}\n')
+put("fuzz_corpus_jsonl", "bad_utf8", b'{"text":"caf\xe9"}\n')
+put("fuzz_corpus_jsonl", "not_object", '["text"]\n{"text": 1}\n')
+
+cm = {"format": "marin-corpus-v1", "domains": {"d": {"shards": [
+    {"file": "d/train-00000.jsonl", "split": "train", "documents": 1, "text_bytes": 1, "file_bytes": 13,
+     "xxh64": "0123456789abcdef"}]}}}
+put("fuzz_corpus_manifest", "one_shard", json.dumps(cm))
+c2 = json.loads(json.dumps(cm))
+c2["domains"]["d"]["shards"].append(dict(c2["domains"]["d"]["shards"][0], file="d/./train-00000.jsonl"))
+put("fuzz_corpus_manifest", "duplicate", json.dumps(c2))
+c3 = json.loads(json.dumps(cm))
+c3["domains"]["d"]["shards"][0]["xxh64"] = "XYZ"
+c3["domains"]["e"] = {"shards": [{"file": "/abs/train-00000.jsonl"}]}
+put("fuzz_corpus_manifest", "bad_hex_abs", json.dumps(c3))

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The hardening half of the test command (docs/reliability.md, "How it is tested"), run by
+# scripts/test.sh after the normal suite:
+#   1. the test suite built with ASan + UBSan (g++, build-asan) and run, less the long
+#      end-to-end runs listed in ASAN_EXCLUDE (they repeat code the kept tests cover, and under
+#      the sanitizers they alone would take longer than the CI budget);
+#   2. every libFuzzer target (clang, build-fuzz) for FUZZ_SECONDS (30) each, two at a time,
+#      from its committed seed corpus fuzz/corpus/<target>/.
+# A sanitizer report, a failing test or a fuzzer finding fails the script. HARDENING=asan or
+# HARDENING=fuzz runs one half; FUZZ_SECONDS and FUZZ_JOBS change the fuzzing budget.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=$(nproc)
+WHAT=${HARDENING:-all}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_JOBS=${FUZZ_JOBS:-2}
+LAUNCH=()
+if command -v ccache >/dev/null; then
+  LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+stamp() { echo "hardening: $1 after $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
+
+# Sanitizer run-time options: any report fails the process (exit code 1 from the test binary,
+# or the marin child a test runs, whose non-zero exit the test sees); suppressions are committed,
+# narrowly scoped and each explained (scripts/sanitizers/).
+# allocator_may_return_null: a refused huge allocation throws std::bad_alloc as without ASan.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=1"
+export LSAN_OPTIONS="suppressions=$ROOT/scripts/sanitizers/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/scripts/sanitizers/ubsan.supp"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+
+# The end-to-end runs left out of the sanitizer run (each ≥ 10 s in the normal suite): long
+# training, ladder and multi-rank runs, the kill soak, and the Node reference tokenizers.
+ASAN_EXCLUDE='^(Train\.(FromTextWithPerDomainEvaluation|SigintSavesAndResumesExactly|SigkillMidWriteResumesFromLastCompleteCheckpoint|SigtermAndSigusr1SaveAndResumeExactly)|LadderCli\.(MacroLossLadderForecastAndCleanComparison|TinyLadderTrainsResumesAndForecasts)|DataParallel\.(LadderRungsAndAForecastTargetOnTwoRanks|KilledRankEndsTheJobAndResumeLosesNothing|EvalAndScoreSplitOverRanksGiveTheSameReport|CheckpointsDoNotKnowTheRankCount)|ExpertParallel\.(Ep2Ep4AndDp2TimesEp2EqualOneProcess|KilledRankMidAllToAllEndsTheJobAndResumeLosesNothing)|GradCheck\.WholeTinyModelPackedDocuments|TokenizerGolden\..*|Soak\..*)$'
+
+if [[ $WHAT == all || $WHAT == asan ]]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DMARIN_SANITIZE=ON "${LAUNCH[@]}" \
+    >/dev/null
+  targets=(marin mpi_test_comm)
+  for t in tests/test_*.cpp; do targets+=("$(basename "$t" .cpp)"); done
+  cmake --build build-asan -j"$JOBS" --target "${targets[@]}"
+  stamp "ASan+UBSan build"
+  # Multi-rank tests apart: OpenMPI leaves its components' allocations to the end of the process
+  # by design, and LeakSanitizer cannot name them (no frame pointers, dlopen()ed modules), so no
+  # suppression can be narrow. Leak checking is off for these tests only; ASan's memory errors
+  # and UBSan stay on.
+  MPI_TESTS='^(mpi\.comm\..*|DataParallel\..*|ExpertParallel\..*|FiniteUpdate\.RollbackIsGlobalUnderMpi)$'
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 \
+    -E "$ASAN_EXCLUDE|$MPI_TESTS"
+  ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 -R "$MPI_TESTS" \
+    -E "$ASAN_EXCLUDE"
+  stamp "ASan+UBSan tests"
+fi
+
+if [[ $WHAT == all || $WHAT == fuzz ]]; then
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+    -DMARIN_FUZZ=ON "${LAUNCH[@]}" >/dev/null
+  cmake --build build-fuzz -j"$JOBS" --target fuzz_targets
+  stamp "fuzz build"
+  mkdir -p build-fuzz/findings
+  run_one() {
+    local t=$1 work=build-fuzz/corpus/$1
+    mkdir -p "$work"
+    # New inputs go to the scratch corpus (first directory), never into the committed seeds.
+    if build-fuzz/fuzz/"$t" "$work" "fuzz/corpus/$t" -max_total_time="$FUZZ_SECONDS" \
+         -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+         -artifact_prefix="build-fuzz/findings/$t-" >"build-fuzz/$t.log" 2>&1; then
+      echo "fuzz: $t ok ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "build-fuzz/$t.log" | grep -o '[0-9]*$') runs)"
+    else
+      echo "fuzz: $t FAILED (build-fuzz/$t.log):"
+      tail -40 "build-fuzz/$t.log"
+      return 1
+    fi
+  }
+  export -f run_one
+  export FUZZ_SECONDS
+  ls fuzz/corpus | xargs -P "$FUZZ_JOBS" -I{} bash -c 'run_one {}'
+  stamp "fuzzing"
+fi

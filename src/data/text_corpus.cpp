@@ -1,0 +1,72 @@
+#include "data/text_corpus.hpp"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/utf8.hpp"
+
+namespace marin::text_corpus {
+
+std::string shard_name(std::string_view split, uint64_t index) {
+  return fmt::format("{}-{:05d}.jsonl", split, index);
+}
+
+std::optional<std::string> shard_split(std::string_view name) {
+  constexpr std::string_view ext = ".jsonl";
+  for (std::string_view split : {"train", "valid"}) {
+    if (name.size() <= split.size() + 1 + ext.size() || name.substr(0, split.size()) != split ||
+        name[split.size()] != '-' || name.substr(name.size() - ext.size()) != ext)
+      continue;
+    const std::string_view digits =
+        name.substr(split.size() + 1, name.size() - split.size() - 1 - ext.size());
+    bool all_digits = true;
+    for (char c : digits) all_digits = all_digits && c >= '0' && c <= '9';
+    if (all_digits) return std::string(split);
+  }
+  return std::nullopt;
+}
+
+std::string token_shard_file(std::string_view domain, std::string_view stem) {
+  return fmt::format("{}/{}.tok", domain, stem);
+}
+
+std::string text_shard_name(std::string_view token_shard_file) {
+  return std::filesystem::path(token_shard_file).stem().string() + ".jsonl";
+}
+
+bool blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+const std::string& document_text(std::string_view line, const std::string& file, uint64_t line_no,
+                                 nlohmann::json& j) {
+  if (const size_t bad = utf8::first_invalid(line); bad != std::string_view::npos)
+    fail(
+        "{}:{}: not valid UTF-8 (byte 0x{:02x} at column {}); corpus shards must be UTF-8 "
+        "(`marin corpus build` re-encodes such bytes as Windows-1252)",
+        file, line_no, static_cast<unsigned char>(line[bad]), bad + 1);
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}:{}: not a JSON line: {}", file, line_no, e.what());
+  }
+  if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+    fail("{}:{}: expected an object with a string field \"text\"", file, line_no);
+  return j["text"].get_ref<const std::string&>();
+}
+
+void for_each_document(
+    std::string_view data, const std::string& file,
+    const std::function<void(uint64_t, std::string_view, const std::string&)>& fn) {
+  const auto lines = split_lines(data);
+  nlohmann::json j;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (blank(lines[i])) continue;
+    fn(i + 1, lines[i], document_text(lines[i], file, i + 1, j));
+  }
+}
+
+}  // namespace marin::text_corpus
