@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "data/mixture.hpp"
+#include "report/report_hook.hpp"
 #include "scaling/forecast_hook.hpp"
 #include "train/checkpoint.hpp"
 #include "train/train_option_table.hpp"
@@ -163,6 +164,7 @@ int run_train(const TrainCli& a) {
     t = std::make_unique<Trainer>(o, a.out, a.init);
   }
   scaling::attach_forecast(*t);
+  report::attach_report(*t);
   const int64_t first_step = t->step();
   const Timer wall;
   const TrainResult r = t->run();

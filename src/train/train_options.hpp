@@ -37,6 +37,7 @@ struct TrainOptions {
   // Per-domain evaluation (marin eval's macro loss / BPB over every validation domain of the
   // token directory, dropless) every N steps and at the end; 0: off. Needs text data.
   int64_t eval_domains_every = 0;
+  int64_t report_every = 0;  // refresh RUN/report.html (marin report) every N steps; 0: never
   int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
   double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
   bool overwrite = false;   // a new run in a directory holding one moves that aside (not saved)

@@ -648,6 +648,7 @@ TrainResult Trainer::run() {
     if (m.contains("valid_ce")) res.last_valid_ce = m["valid_ce"].get<double>();
     if (m.contains("eval")) res.last_eval = m["eval"];
     write_metrics(m);
+    for (auto& h : hooks_) h->after_metrics(*this);
     const double elapsed = wall.seconds();
     const double rate = double(step_ - first_step) / elapsed;
     const std::string valid_note =

@@ -64,11 +64,13 @@ class Trainer;
 
 // Work attached to the loop. after_step runs on every rank after each completed step (t.step() is
 // the number of completed steps), collectively, and may add fields to the step's metrics line;
+// after_metrics runs once that line is in RUN/metrics.jsonl (readers of the file see the step);
 // at_end runs once when run() ends (schedule complete or interrupted).
 class TrainHook {
  public:
   virtual ~TrainHook() = default;
-  virtual void after_step(Trainer& t, nlohmann::json& metrics) = 0;
+  virtual void after_step(Trainer& t, nlohmann::json& metrics) {}
+  virtual void after_metrics(Trainer& t) {}
   virtual void at_end(Trainer& t, TrainResult& r) {}
 };
 
