@@ -425,7 +425,7 @@ TEST(DataParallel, LadderRungsAndAForecastTargetOnTwoRanks) {
   r = mpirun(0, "forecast --ladder " + tmp.str("one") +
                     " --preset tiny --target-steps 40 --target-batch 4 --l-inf 0 --out " + fc);
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::string target = "train --preset tiny --batch 4 --steps 40 --rows " +
+  const std::string target = "train --preset tiny --batch 4 --steps 40 --seed 1 --rows " +
                              tmp.str("train.bin") + " --valid-rows " + tmp.str("valid.bin") +
                              " --forecast " + fc + " --out ";
   r = mpirun(0, target + tmp.str("target1"));
