@@ -8,12 +8,7 @@
 
 namespace marin::kernels {
 
-namespace {
-template <class T>
-inline T sigmoid(T z) {
-  return T(1) / (T(1) + std::exp(-z));
-}
-}  // namespace
+using cpu::sigmoid;
 
 template <class T>
 void silu_fwd(const T* u, T* su, i64 n) {

@@ -3,6 +3,8 @@
 // is the same whatever the thread count.
 #include "kernels/moe.hpp"
 
+#include "kernels/cpu/simd.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,12 +12,7 @@
 
 namespace marin::kernels {
 
-namespace {
-template <class T>
-inline T sigmoid(T z) {
-  return T(1) / (T(1) + std::exp(-z));
-}
-}  // namespace
+using cpu::sigmoid;
 
 template <class T>
 void router_topk(const RouterShape& r, const T* s_all, const T* b, int32_t* expert, T* alpha,

@@ -2,6 +2,7 @@
 // Private helpers for the CPU kernels that do not depend on the instruction set: a per-thread
 // scratch vector that grows but is never freed, so hot calls do not allocate. The per-target
 // vector helpers (exp, sigmoid) live in simd-inl.hpp.
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -15,6 +16,12 @@ inline T* scratch(int slot, size_t n) {
   auto& b = bufs[slot];
   if (b.size() < n) b.resize(n);
   return b.data();
+}
+
+// The logistic function as the scalar kernels compute it (router combine, head gate, GatedNorm).
+template <class T>
+inline T sigmoid(T z) {
+  return T(1) / (T(1) + std::exp(-z));
 }
 
 // Below this many elements a kernel runs on the calling thread (OpenMP fork cost dominates).

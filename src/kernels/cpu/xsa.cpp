@@ -3,16 +3,12 @@
 // each token's arithmetic is the same whatever the thread count.
 #include <cmath>
 
+#include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
 
 namespace marin::kernels {
 
-namespace {
-template <class T>
-inline T sigmoid(T z) {
-  return T(1) / (T(1) + std::exp(-z));
-}
-}  // namespace
+using cpu::sigmoid;
 
 template <class T>
 void xsa_gate_fwd(const XsaShape& s, const T* y, const T* v, T* sig, T* yx, T* yg) {
