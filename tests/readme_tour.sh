@@ -39,3 +39,17 @@ PY
 echo "== the tour ($(grep -c . tour.sh) lines)"
 bash tour.sh
 echo "readme_tour: every command of the tour ran"
+
+# The demo run's report (the tour wrote it) renders in a real browser with every chart filled.
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$browser" ]; then
+  echo "readme_tour: chromium is not installed: the report's rendering is not checked"
+  exit 0
+fi
+dom=$("$browser" --headless --no-sandbox --disable-gpu --virtual-time-budget=10000 \
+  --window-size=1280,5200 --dump-dom "file://$work/runs/tour/report.html" 2>/dev/null)
+grep -q 'data-ready="1"' <<<"$dom" || { echo "readme_tour: the report's script did not finish"; exit 1; }
+charts=$(grep -o 'data-charts="[0-9]*"' <<<"$dom" | grep -o '[0-9]*')
+filled=$(grep -o 'data-charts-with-data="[0-9]*"' <<<"$dom" | grep -o '[0-9]*')
+echo "readme_tour: the demo run's report: $filled of $charts charts with data"
+[ "${charts:-0}" -gt 0 ] && [ "$charts" = "$filled" ]
