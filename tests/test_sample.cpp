@@ -113,6 +113,39 @@ TEST(Decoder, MatchesFullForwardSmallWindowOtherSites) {
   EXPECT_LT(r2.rel(), 1e-10) << r2.max_abs;
 }
 
+// What evaluation and `marin sample` build: the same forward and decoding, no gradient memory.
+TEST(Decoder, InferenceModelHasNoGradientsAndTheSameLogits) {
+  const ModelConfig c = tiny();
+  Model<double> train(c, 1);
+  perturb(train, 5);
+  Model<double> infer(c, 1, ModelUse::Inference);
+  std::copy(train.params().begin(), train.params().end(), infer.params().begin());
+  EXPECT_EQ(infer.use(), ModelUse::Inference);
+  EXPECT_EQ(infer.grads().size(), 0u);
+  EXPECT_EQ(train.grads().size(), train.params().size());
+
+  const int64_t S = c.seq_len, V = c.vocab_size;
+  Rng rng(9);
+  std::vector<int32_t> tokens(static_cast<size_t>(S)), labels(static_cast<size_t>(S));
+  for (auto& t : tokens) t = int32_t(rng.next_u64() % V);
+  for (int64_t i = 0; i < S; ++i) labels[i] = tokens[(i + 1) % S];
+  const Batch b{1, tokens.data(), labels.data(), nullptr};
+  EXPECT_EQ(train.forward(b).loss, infer.forward(b).loss);
+  EXPECT_TRUE(std::equal(train.logits(), train.logits() + S * V, infer.logits()));
+  Decoder<double> dt(train), di(infer);
+  for (int64_t t = 0; t < 8; ++t) {
+    const double* a = dt.step(tokens[t]);
+    const double* z = di.step(tokens[t]);
+    EXPECT_TRUE(std::equal(a, a + V, z)) << "position " << t;
+  }
+  try {
+    infer.backward();
+    ADD_FAILURE() << "backward() of an inference model ran";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("inference"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Decoder, StopsAtSeqLenAndRejectsBadIds) {
   ModelConfig c = tiny();
   c.seq_len = 8;

@@ -176,7 +176,7 @@ int run_eval(EvalArgs a) {
   }
 
   MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);
-  Model<float> m(cfg, a.batch);
+  Model<float> m(cfg, a.batch, ModelUse::Inference);
   load_params(a.checkpoint, m.table(), m.params().data(), a.allow_nonfinite);
 
   const std::optional<eval::NgramIndex> index = build_index(a, train);
@@ -250,7 +250,7 @@ int run_task_eval(const EvalArgs& a) {
   const std::optional<eval::NgramIndex> index = build_index(a, td.text);
 
   MARIN_CHECK(a.batch >= 1, "eval: --batch must be ≥ 1, got {}", a.batch);
-  Model<float> m(cfg, a.batch);
+  Model<float> m(cfg, a.batch, ModelUse::Inference);
   load_params(a.checkpoint, m.table(), m.params().data(), a.allow_nonfinite);
   eval::TaskOptions o;
   o.limit = a.limit;

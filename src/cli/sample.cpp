@@ -53,7 +53,7 @@ int run_sample(const SampleOptions& o) {
   if (int64_t(tok.vocab_size()) > c.vocab_size)
     fail("{}: {} tokens, but the model's vocab_size is {} (tokenizer and checkpoint do not match)",
          tok_path, tok.vocab_size(), c.vocab_size);
-  Model<float> model(c, 1);
+  Model<float> model(c, 1, ModelUse::Inference);
   load_params(o.checkpoint, model.table(), model.params().data(), o.allow_nonfinite);
   Decoder<float> dec(model);
 

@@ -66,7 +66,7 @@ int run_score(const ScoreOptions& o) {
   dist::Comm& world = dist::world();
   const dist::Range mine = dist::split_evenly(rows.total(), world.size(), world.rank());
   const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
-  Model<float> m(c, B);
+  Model<float> m(c, B, ModelUse::Inference);
   load_params(o.checkpoint, m.table(), m.params().data(), o.allow_nonfinite);
   m.transport = Transport::Dropless;  // evaluation is always dropless
   std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size()), seg(tok.size());

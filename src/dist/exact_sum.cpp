@@ -9,7 +9,6 @@ namespace marin::dist {
 
 ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions)
     : segs_(std::move(segments)),
-      total_(total),
       regions_(std::move(regions)),
       max_(segs_.size(), 0.0) {
   int64_t at = 0;

@@ -58,7 +58,6 @@ class ExactSum {
 
  private:
   std::vector<Segment> segs_;
-  int64_t total_;
   std::vector<SumRegion> regions_;
   std::vector<std::vector<int64_t>> shard_sizes_;  // per region: the reduce-scatter's counts
   std::vector<double> max_;                        // per segment

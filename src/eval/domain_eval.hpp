@@ -5,7 +5,7 @@
 // (unweighted means over domains); and, when a training n-gram index is given, the same numbers
 // over clean-only and contaminated-only documents.
 //
-//   Model<float> m(cfg, 8); load_params(ckpt, m.table(), m.params().data());
+//   Model<float> m(cfg, 8, ModelUse::Inference); load_params(ckpt, m.table(), m.params().data());
 //   eval::EvalOptions o; o.token_dir = "tok"; o.corpus = "data/fixture";
 //   eval::EvalReport r = eval::evaluate_domains(m, o);
 //   fmt::print("{}", r.table());

@@ -9,7 +9,7 @@
 // code of its own: only the token loop's state and the choice of the next token. See
 // docs/sampling.md.
 //
-//   Model<float> m(cfg, 1); load_params(dir, m.table(), m.params().data());
+//   Model<float> m(cfg, 1, ModelUse::Inference); load_params(dir, m.table(), m.params().data());
 //   Decoder<float> dec(m);
 //   const float* logits = dec.prefill(prompt.data(), prompt.size());
 //   Rng rng(seed);

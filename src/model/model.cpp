@@ -28,29 +28,32 @@ ExpertShard shard_of(dist::Comm* experts) {
 // The parameter count, once the parameters, gradients and activations of this model are known to
 // fit the machine's memory (refused before the first allocation, with the bytes they would need).
 template <class T>
-size_t Model<T>::admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch) {
+size_t Model<T>::admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,
+                                 ModelUse use) {
   if (max_batch <= 0) fail("model workspace: max_batch must be positive, got {}", max_batch);
   const int64_t bytes = checked(
       "the model's memory", fmt::format("{} parameters, batch {}", table.total(), max_batch), [&] {
-        return 2 * Checked(int64_t(sizeof(T))) * table.total() + activation_bytes(c, max_batch);
+        const int64_t copies = use == ModelUse::Training ? 2 : 1;
+        return copies * Checked(int64_t(sizeof(T))) * table.total() +
+               activation_bytes(c, max_batch);
       });
-  require_memory(bytes,
-                 fmt::format("the model (parameters and gradients of {} parameters, activations "
-                             "of batch {} × seq_len {})",
-                             table.total(), max_batch, c.seq_len));
+  require_memory(bytes, fmt::format("the model ({} of {} parameters, activations of batch {} × "
+                                    "seq_len {})",
+                                    use == ModelUse::Training ? "values and gradients" : "values",
+                                    table.total(), max_batch, c.seq_len));
   return size_t(table.total());
 }
 
 template <class T>
-Model<T>::Model(const ModelConfig& c, int max_batch, dist::Comm* experts)
+Model<T>::Model(const ModelConfig& c, int max_batch, dist::Comm* experts, ModelUse use)
     : cfg_(validated(c)),
       experts_(experts && experts->size() > 1 ? experts : nullptr),
       table_(c, shard_of(experts_)),
       max_batch_(max_batch),
       S_(int(c.seq_len)),
-      params_(admitted_params(table_, c, max_batch)),
-      grads_(table_.total()),
-      bind_{table_, params_.data(), grads_.data()} {
+      params_(admitted_params(table_, c, max_batch, use)),
+      grads_(use == ModelUse::Training ? table_.total() : 0),
+      bind_{table_, params_.data(), grads_.size() ? grads_.data() : nullptr} {
   const i64 rows = i64(max_batch) * S_, d = c.hidden_dim, r = c.gated_norm_rank;
   embed_norm_ = GatedRMSNorm<T>(bind_, "embed.norm", "embed.gnorm", d, r, rows);
   final_norm_ = GatedRMSNorm<T>(bind_, "final.norm", "final.gnorm", d, r, rows);
@@ -59,9 +62,11 @@ Model<T>::Model(const ModelConfig& c, int max_batch, dist::Comm* experts)
   if (experts_) {
     where.group = experts_;
     where.region_begin = table_.expert_begin();
-    source_grads_.resize(size_t(P) * size_t(expert_region_size()));
-    for (int s = 0; s < P; ++s)
-      where.source_grads.push_back(source_grads_.data() + s * expert_region_size());
+    if (use == ModelUse::Training) {
+      source_grads_.resize(size_t(P) * size_t(expert_region_size()));
+      for (int s = 0; s < P; ++s)
+        where.source_grads.push_back(source_grads_.data() + s * expert_region_size());
+    }
   }
   for (int64_t i = 0; i < c.num_layers; ++i)
     blocks_.push_back(std::make_unique<Block<T>>(bind_, c, i, max_batch, S_, where));
@@ -155,6 +160,8 @@ LossStats Model<T>::forward(const Batch& b) {
 
 template <class T>
 void Model<T>::backward() {
+  MARIN_CHECK(use() == ModelUse::Training,
+              "backward() of a model built for inference (ModelUse::Inference has no gradients)");
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
   grads_.zero();
   source_grads_.zero();

@@ -34,12 +34,18 @@ struct LossStats {
   int64_t tokens = 0;
 };
 
+// Training allocates the gradients (as many values as the parameters); inference (evaluation,
+// scoring, sampling) has none, which halves the memory of the weights, and refuses backward().
+enum class ModelUse { Training, Inference };
+
 template <class T>
 class Model {
  public:
   // experts: the expert-parallel group this rank's shard of the experts belongs to (null or one
   // rank: every expert here). See ParamTable and docs/distributed.md.
-  Model(const ModelConfig& c, int max_batch, dist::Comm* experts = nullptr);
+  Model(const ModelConfig& c, int max_batch, dist::Comm* experts = nullptr,
+        ModelUse use = ModelUse::Training);
+  Model(const ModelConfig& c, int max_batch, ModelUse use) : Model(c, max_batch, nullptr, use) {}
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -73,7 +79,8 @@ class Model {
   }
   // Validates token ids against the vocabulary (a clear error, not a crash), then runs forward.
   LossStats forward(const Batch& batch);
-  // Gradients of the last forward's loss, written (not accumulated) into grads().
+  // Gradients of the last forward's loss, written (not accumulated) into grads(). A training
+  // model only.
   void backward();
 
   // Incremental decoding through the same modules as forward(): runs `token` at position
@@ -92,11 +99,14 @@ class Model {
   Block<T>& block(int64_t i) { return *blocks_[i]; }
   const Block<T>& block(int64_t i) const { return *blocks_[i]; }
 
+  ModelUse use() const { return grads_.size() ? ModelUse::Training : ModelUse::Inference; }
+
   // Bytes of saved activations and workspace for this model's max_batch (what `plan` reports).
   static int64_t activation_bytes(const ModelConfig& c, int batch);
 
  private:
-  static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch);
+  static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,
+                                ModelUse use);
 
   ModelConfig cfg_;
   dist::Comm* experts_;

@@ -22,14 +22,14 @@ template <class T>
 struct Binder {
   const ParamTable& table;
   T* params;
-  T* grads;
+  T* grads;  // null for a model that only runs forward (ModelUse::Inference)
   Weight<T> operator()(const std::string& name) const {
     const ParamInfo& p = table.at(name);
-    return {params + p.offset, grads + p.offset};
+    return {params + p.offset, grads ? grads + p.offset : nullptr};
   }
   Weight<T> optional(const std::string& name) const {
     const ParamInfo* p = table.find(name);
-    return p ? Weight<T>{params + p->offset, grads + p->offset} : Weight<T>{};
+    return p ? Weight<T>{params + p->offset, grads ? grads + p->offset : nullptr} : Weight<T>{};
   }
 };
 

@@ -563,7 +563,7 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
           const uint64_t hash = tokenizer.empty() ? 0 : Tokenizer::load(tokenizer).hash();
           *evaluator = std::make_unique<eval::MacroEvaluator>(metric, hash);
         }
-        Model<float> m(load_config(ckpt), 8);
+        Model<float> m(load_config(ckpt), 8, ModelUse::Inference);
         load_params(ckpt, m.table(), m.params().data());
         result = eval::summary((*evaluator)->evaluate(m, &world));
         if (world.is_root()) {
