@@ -154,8 +154,8 @@ TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
   // Within the tolerance of the 2-row run over a few steps: over more, a last-bit difference can
   // tip a near-tied routing decision (measured: seed 5 flips one at step 11 after the kernels
   // changed, seeds 6-8 do not), and from there the runs are different runs.
-  const std::string short_args = "train --preset tiny --batch 8 --steps 4 --seed 5 --rows " +
-                                 tmp.str("rows.bin") + " --out ";
+  const std::string short_args =
+      "train --preset tiny --batch 8 --steps 4 --seed 5 --rows " + tmp.str("rows.bin") + " --out ";
   ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m2")).code, 0);
   ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m1") + " --micro-batch 1").code, 0);
   expect_same_run(tmp.str("short-m2"), tmp.str("short-m1"));
@@ -352,6 +352,51 @@ TEST(DataParallel, EvalAndScoreSplitOverRanksGiveTheSameReport) {
   const json j1 = json::parse(s1.out), j2 = json::parse(s2.out);
   EXPECT_EQ(j1["tokens"], j2["tokens"]);
   EXPECT_NEAR(j1["ce"].get<double>(), j2["ce"].get<double>(), 1e-6 * j1["ce"].get<double>());
+}
+
+// Downstream tasks under mpirun: the forward passes of `marin eval --tasks` are split over the
+// ranks, and every log-likelihood, greedy flag and metric equals the one-process result exactly
+// (each request is scored by one rank in the same packed forward as one process would, and the
+// others add zeros); `train --tasks-every` at 2 ranks records exactly the one-process scores.
+TEST(DataParallel, TasksSplitOverRanksEqualOneProcessExactly) {
+  TempDir tmp("dp-tasks");
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
+  const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
+  auto r = mpirun(0, "tasks build --corpus " + fixture + " --out " + tmp.str("tasks") +
+                         " --tasks lambada_style,verse_completion --max-items 10");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string tasks =
+      " --tasks lambada_style,verse_completion --task-dir " + tmp.str("tasks");
+  const std::string train = "train --preset tiny --batch 8 --steps 4 --seed 5 --data " +
+                            std::string(MARIN_SOURCE_DIR) + "/configs/fixture_mixture.toml" +
+                            " --token-dir " + tmp.str("tokens") + " --tokenizer " +
+                            tmp.str("tok.json") + tasks + " --tasks-every 2";
+  r = mpirun(0, train + " --out " + tmp.str("one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, train + " --out " + tmp.str("two"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto m1 = metrics(tmp.str("one")), m2 = metrics(tmp.str("two"));
+  ASSERT_EQ(m1.size(), 4u);
+  ASSERT_EQ(m2.size(), 4u);
+  for (size_t i : {1, 3}) {
+    ASSERT_TRUE(m1[i].contains("tasks")) << i;
+    EXPECT_EQ(m1[i]["tasks"]["tasks"], m2[i]["tasks"]["tasks"]) << "step " << i + 1;
+  }
+  const std::string ckpt = tmp.str("one/checkpoints/step-00000004");
+  const std::string eval = "eval --checkpoint " + ckpt + tasks + " --batch 1 --run " +
+                           tmp.str("one") + " --log-samples --bootstrap-iters 500 --quiet --json ";
+  r = mpirun(0, eval + tmp.str("e0.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, eval + tmp.str("e2.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json a = json::parse(marin::read_file(tmp.str("e0.json")));
+  const json b = json::parse(marin::read_file(tmp.str("e2.json")));
+  for (const char* t : {"lambada_style", "verse_completion"}) {
+    ASSERT_EQ(a["samples"][t].size(), 10u) << t;
+    EXPECT_EQ(a["samples"][t], b["samples"][t]) << t;  // log-likelihoods bit for bit
+    EXPECT_EQ(a["results"][t], b["results"][t]) << t;
+    EXPECT_EQ(a["marin"]["tasks"][t]["clean"], b["marin"]["tasks"][t]["clean"]) << t;
+  }
 }
 
 // The seed's switch at CPU scale, at 2 ranks: `args` (40 steps) with the pooled transport into
@@ -557,8 +602,8 @@ TEST(ExpertParallel, KilledRankMidAllToAllEndsTheJobAndResumeLosesNothing) {
 TEST(ExpertParallel, ImpossibleSplitsAreRefusedWithTheReason) {
   TempDir tmp("ep-errors");
   write_rows(tmp.str("rows.bin"), 16);
-  const std::string args = "train --preset tiny --batch 8 --steps 2 --rows " +
-                           tmp.str("rows.bin") + " --out " + tmp.str("run");
+  const std::string args = "train --preset tiny --batch 8 --steps 2 --rows " + tmp.str("rows.bin") +
+                           " --out " + tmp.str("run");
   auto r = mpirun(2, args + " --ep 4");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--ep 4 must be at least 1 and divide the number of ranks (2)"),

@@ -637,3 +637,178 @@ TEST(LadderCli, ForecastRefusesAnUnfinishedLadder) {
   EXPECT_NE(r.out.find("rung b is not done"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp.str("f.json")));
 }
+
+// --- downstream metrics from the loss (scaling/downstream.hpp) --------------------------------
+
+namespace {
+
+// Points of m(L) = floor + (1 − floor)·σ(−k(L − l0)) at losses spread over [lo, hi], times
+// rel·noise (absolute, in metric units).
+void link_points(double floor, double k, double l0, double lo, double hi, int n, double noise,
+                 std::vector<double>& L, std::vector<double>& y) {
+  Noise z;
+  L.clear(), y.clear();
+  for (int i = 0; i < n; ++i) {
+    L.push_back(lo + (hi - lo) * i / (n - 1));
+    y.push_back(floor + (1 - floor) / (1 + std::exp(k * (L.back() - l0))) + noise * z.next());
+  }
+}
+
+}  // namespace
+
+TEST(Downstream, LogisticLinkRecoversAKnownLaw) {
+  std::vector<double> L, y;
+  link_points(0.25, 2.5, 4.2, 3.0, 6.5, 30, 0.0, L, y);
+  sc::LinkFit f = sc::fit_loss_link(L, y, 0.25, 1.0);
+  EXPECT_NEAR(f.k, 2.5, 1e-6);
+  EXPECT_NEAR(f.l0, 4.2, 1e-6);
+  EXPECT_LT(f.rmse, 1e-8);
+  EXPECT_NEAR(f.r2, 1.0, 1e-12);
+  EXPECT_NEAR(f.predict(4.2), 0.625, 1e-6);  // the midpoint between floor and ceiling
+  // Noisy (±0.02, about a 500-item task's standard error): still close.
+  link_points(0.25, 2.5, 4.2, 3.0, 6.5, 60, 0.02, L, y);
+  f = sc::fit_loss_link(L, y, 0.25, 1.0);
+  EXPECT_NEAR(f.k, 2.5, 0.25);
+  EXPECT_NEAR(f.l0, 4.2, 0.05);
+  EXPECT_LT(f.rmse, 0.02);
+  // Only the foot of the curve (every point near chance, as on small ladders): the fit still
+  // returns a curve through the points rather than failing.
+  link_points(0.25, 3.0, 2.0, 4.0, 6.0, 20, 0.0, L, y);
+  f = sc::fit_loss_link(L, y, 0.25, 1.0);
+  EXPECT_LT(f.rmse, 1e-6);
+  for (size_t i : {0, 9, 19}) EXPECT_NEAR(f.predict(L[i]), y[i], 1e-6) << i;
+  // Bad input is named.
+  EXPECT_THROW(sc::fit_loss_link({1, 2}, {0.3, 0.4}), marin::Error);
+  EXPECT_THROW(sc::fit_loss_link({2, 2, 2}, {0.3, 0.4, 0.5}), marin::Error);
+  EXPECT_THROW(sc::fit_loss_link({1, 2, 3}, {0.3, 0.4, 0.5}, 0.5, 0.5), marin::Error);
+  EXPECT_EQ(sc::parse_downstream_metric("cloze/acc").task, "cloze");
+  EXPECT_TRUE(sc::parse_downstream_metric("cloze/clean/acc_norm").clean);
+  EXPECT_EQ(sc::parse_downstream_metric("cloze/clean/acc_norm").metric, "acc_norm");
+  EXPECT_THROW(sc::parse_downstream_metric("cloze"), marin::Error);
+  EXPECT_THROW(sc::parse_downstream_metric("cloze/dirty/acc"), marin::Error);
+}
+
+TEST(Downstream, ForecastCarriesTheTargetLossThroughTheLink) {
+  // A synthetic ladder.json: three rungs whose curve points carry a task scored by a known link.
+  const double k = 3.0, l0 = 4.0;
+  auto m = [&](double L) { return 0.25 + 0.75 / (1 + std::exp(k * (L - l0))); };
+  json rungs = json::array();
+  for (int r = 0; r < 3; ++r) {
+    json curve = json::array();
+    for (int i = 1; i <= 20; ++i) {
+      const double L = 6.0 - 0.4 * r - 0.05 * i;
+      curve.push_back(
+          {{"step", i},
+           {"loss", L},
+           {"tasks",
+            {{"cloze",
+              {{"acc", m(L)},
+               {"clean", {{"n", 10}, {"acc", r == 0 ? json() : json(m(L + 0.1))}}}}}}}});
+    }
+    rungs.push_back({{"name", fmt::format("d{}", 32 * (r + 1))},
+                     {"status", "done"},
+                     {"canary", false},
+                     {"curve", curve}});
+  }
+  rungs.push_back(
+      {{"name", "canary"}, {"status", "pending"}, {"canary", true}, {"curve", json::array()}});
+  const json ladder = {{"metric", "valid_ce"}, {"rungs", rungs}};
+  const json forecast = {
+      {"fits",
+       {{{"fraction", 0.5}, {"target_step", 10}, {"predicted_loss", 4.5}},
+        {{"fraction", 1.0}, {"target_step", 20}, {"predicted_loss", 3.9}}}},
+      {"prediction",
+       {{"final_loss", 3.9}, {"interval", {{"lo", 3.8}, {"hi", 4.1}, {"level", 0.9}}}}}};
+  sc::DownstreamSpec spec = sc::parse_downstream_metric("cloze/acc");
+  spec.floor = 0.25;
+  const json d = sc::downstream_forecast(ladder, forecast, spec);
+  EXPECT_EQ(d["points"].size(), 60u);
+  EXPECT_NEAR(d["link"]["k"].get<double>(), k, 1e-6);
+  EXPECT_NEAR(d["link"]["L0"].get<double>(), l0, 1e-6);
+  ASSERT_EQ(d["predictions"].size(), 2u);
+  EXPECT_NEAR(d["predictions"][0]["predicted"].get<double>(), m(4.5), 1e-6);
+  EXPECT_NEAR(d["final"]["predicted"].get<double>(), m(3.9), 1e-6);
+  // The loss interval [3.8, 4.1] maps to [m(4.1), m(3.8)]: a lower loss is a higher metric.
+  EXPECT_NEAR(d["final"]["interval"]["lo"].get<double>(), m(4.1), 1e-6);
+  EXPECT_NEAR(d["final"]["interval"]["hi"].get<double>(), m(3.8), 1e-6);
+  EXPECT_EQ(d["holdout"]["rung"], "d96");
+  EXPECT_EQ(d["holdout"]["n"], 20);
+  EXPECT_LT(d["holdout"]["rmse"].get<double>(), 1e-6);
+  // The clean-only metric: the smallest rung has no clean score (null), so its points are
+  // skipped; the rest follow m(L + 0.1).
+  spec = sc::parse_downstream_metric("cloze/clean/acc");
+  spec.floor = 0.25;
+  const json c = sc::downstream_forecast(ladder, forecast, spec);
+  EXPECT_EQ(c["points"].size(), 40u);
+  EXPECT_EQ(c["skipped_points"], 20);
+  EXPECT_NEAR(c["link"]["L0"].get<double>(), l0 - 0.1, 1e-5);
+  // A task the ladder did not score is an error naming it.
+  const std::string err = marin::testing::error_of([&] {
+    sc::downstream_forecast(ladder, forecast, sc::parse_downstream_metric("nosuch/acc"));
+  });
+  EXPECT_NE(err.find("no task 'nosuch'"), std::string::npos) << err;
+}
+
+// A tiny ladder with a [tasks] table: every rung's curve points carry the task's scores (as the
+// trainer recorded them at each evaluation), and `marin forecast --metric` fits the link and
+// forecasts the target's metric.
+TEST(LadderCli, LadderRecordsTasksAndForecastPredictsAMetric) {
+  TempDir tmp("scaling-tasks");
+  ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");
+  auto r = run("tasks build --corpus " MARIN_SOURCE_DIR "/data/fixture --out " + tmp.str("tasks") +
+               " --tasks verse_completion --max-items 8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ofstream(tmp.str("mix.toml")) << "weights = { bible_kjv = 1, fortunes = 1 }\n";
+  std::ofstream(tmp.str("ladder.toml"))
+      << "[ladder]\nname = \"t\"\nwidths = [32, 48, 64]\nlayers = [2, 2, 3]\n"
+         "tokens_per_param = 0.25\neval_batches = 1\n"
+         "[batch]\nbase = 2\nbase_width = 32\n"
+         "[family]\nhead_dim = 8\nnum_experts = 8\ntop_k = 2\ngated_norm_rank = 16\n"
+         "seq_len = 64\nsliding_window = 32\nvocab_size = 512\n"
+         "[tasks]\nnames = [\"verse_completion\"]\ndir = \"" +
+             tmp.str("tasks") + "\"\n[data]\nkind = \"mixture\"\nmixture = \"" +
+             tmp.str("mix.toml") + "\"\ntoken_dir = \"" + tmp.str("tokens") + "\"\ntokenizer = \"" +
+             tmp.str("tok.json") + "\"\n";
+  const std::string dir = tmp.str("ladder");
+  r = run("ladder --config " + tmp.str("ladder.toml") + " --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json lj = load_json(dir + "/ladder.json");
+  EXPECT_EQ(lj["ladder"]["tasks"]["names"], json::array({"verse_completion"}));
+  for (auto& rg : lj["rungs"]) {
+    ASSERT_EQ(rg["curve"].size(), 20u);
+    for (auto& p : rg["curve"]) {
+      const json& t = p["tasks"]["verse_completion"];
+      ASSERT_TRUE(t["acc"].is_number()) << p.dump();
+      EXPECT_EQ(t["n"], 8);
+      EXPECT_EQ(t["clean"]["n"].get<int>() + t["contaminated"]["n"].get<int>(), 8);
+    }
+  }
+  const std::string target = tmp.str("target.toml");
+  std::ofstream(target) << marin::read_file(dir + "/rung-d64/model.toml");
+  r = run("forecast --ladder " + dir + " --config " + target +
+          " --set num_layers=4 --target-steps 20 --target-batch 2 --metric "
+          "verse_completion/acc,verse_completion/acc_norm --metric-floor 0.25 --out " +
+          tmp.str("f.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("downstream verse_completion/acc from valid_ce"), std::string::npos)
+      << r.out;
+  const json f = load_json(tmp.str("f.json"));
+  for (const char* name : {"verse_completion/acc", "verse_completion/acc_norm"}) {
+    const json& d = f["downstream"][name];
+    ASSERT_TRUE(d.is_object()) << name;
+    EXPECT_EQ(d["points"].size(), 60u);
+    EXPECT_EQ(d["link"]["floor"], 0.25);
+    EXPECT_EQ(d["predictions"].size(), 20u);
+    const double p = d["final"]["predicted"].get<double>();
+    EXPECT_GE(p, 0.25);
+    EXPECT_LE(p, 1.0);
+    EXPECT_EQ(d["holdout"]["rung"], "d64");
+  }
+  // A metric of a task the ladder did not score.
+  r = run("forecast --ladder " + dir + " --config " + target +
+          " --set num_layers=4 --target-steps 20 --target-batch 2 --metric cloze_definitions/acc "
+          "--out " +
+          tmp.str("g.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no task 'cloze_definitions'"), std::string::npos) << r.out;
+}

@@ -157,6 +157,52 @@ TEST(Tasks, ScorerEqualsBruteForcePerChoice) {
                 r.samples[1]["loglikelihoods"][c].get<double>(), 1e-4);
 }
 
+// The shared context through the decoding cache: every choice's log-likelihood and greedy flag
+// equal the brute force (one full forward per choice); the item whose choices are cut differently
+// by the left truncation (item 3) and the packed path give the same numbers too.
+TEST(Tasks, SharedContextThroughTheDecodeCacheEqualsBruteForce) {
+  TinySetup& s = setup();
+  eval::TaskItems t = mc_task();
+  eval::TaskOptions o;
+  o.log_samples = true;
+  o.progress = false;
+  const eval::TaskResult packed = eval::score_task(*s.model, s.tok, t, o);
+  o.shared_context = true;
+  const eval::TaskResult shared = eval::score_task(*s.model, s.tok, t, o);
+  for (size_t i = 0; i < t.items.size(); ++i) {
+    for (size_t c = 0; c < t.items[i].choices.size(); ++c) {
+      const Brute b = brute_force(t.items[i].context, " " + t.items[i].choices[c]);
+      const double got = shared.samples[i]["loglikelihoods"][c].get<double>();
+      EXPECT_NEAR(got, b.ll, 2e-4 * std::max(1.0, std::abs(b.ll))) << "item " << i << " " << c;
+      EXPECT_NEAR(got, packed.samples[i]["loglikelihoods"][c].get<double>(),
+                  2e-4 * std::max(1.0, std::abs(b.ll)));
+      EXPECT_EQ(shared.samples[i]["is_greedy"][c].get<bool>(), b.greedy) << "item " << i;
+    }
+  }
+  EXPECT_EQ(shared.all.at("acc").value, packed.all.at("acc").value);
+  EXPECT_EQ(shared.all.at("acc_norm").value, packed.all.at("acc_norm").value);
+  // Requests at the level of score_shared_context: two whose contexts agree (decoded from one
+  // cache) and two whose contexts differ (the second's is one token longer: packed forwards),
+  // as two items; both equal score_requests.
+  const std::vector<int32_t> ctx = {5, 17, 99, 3, 42};
+  auto req = [&](std::vector<int32_t> extra_ctx, std::vector<int32_t> cont) {
+    eval::LLRequest r;
+    r.seq = ctx;
+    r.seq.insert(r.seq.end(), extra_ctx.begin(), extra_ctx.end());
+    r.seq.insert(r.seq.end(), cont.begin(), cont.end());
+    r.n_score = int64_t(cont.size());
+    return r;
+  };
+  const std::vector<eval::LLRequest> reqs = {req({}, {7, 8}), req({}, {9}), req({}, {7, 8}),
+                                             req({11}, {9})};
+  const auto a = eval::score_requests(*s.model, reqs, {0, 2});
+  const auto d = eval::score_shared_context(*s.model, reqs, {0, 2});
+  for (size_t q = 0; q < reqs.size(); ++q) {
+    EXPECT_NEAR(a[q].ll, d[q].ll, 1e-4) << q;
+    EXPECT_EQ(a[q].greedy, d[q].greedy) << q;
+  }
+}
+
 TEST(Tasks, ContinuationTokensFollowTheHarness) {
   TinySetup& s = setup();
   // The trailing space of the context goes to the continuation: encode("a b") after encode("a").
@@ -509,6 +555,70 @@ TEST(Tasks, CliBuildsAndScoresTasksInTheHarnessLayout) {
                    d.str("tasks") + " --quiet");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("no task 'nosuch'"), std::string::npos) << r.out;
+}
+
+// marin train --tasks … --tasks-every N: the tasks are scored at every N steps and at the end,
+// into the metrics line (metrics, stderr, clean / contaminated) and RUN/tasks/step-N.json; the
+// end's scores are exactly `marin eval --tasks` on the final checkpoint with the same rows per
+// forward (the trainer's micro-batch), since both run the same packed forwards.
+TEST(Tasks, TrainScoresTasksEveryNStepsLikeEval) {
+  TempDir d("tasks-train");
+  ASSERT_EQ(testing::tokenize_fixture(d), "");
+  auto r = testing::run("tasks build --corpus " + kFixture + " --out " + d.str("tasks") +
+                        " --tasks cloze_definitions,verse_completion --max-items 12");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string mix = std::string(MARIN_SOURCE_DIR) + "/configs/fixture_mixture.toml";
+  const std::string train = "train --preset tiny --batch 4 --steps 4 --seed 2 --data " + mix +
+                            " --token-dir " + d.str("tokens") + " --tokenizer " + d.str("tok.json");
+  r = testing::run(train + " --tasks-every 3 --out " + d.str("bad"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--tasks-every 3 needs --tasks"), std::string::npos) << r.out;
+  r = testing::run(train + " --tasks cloze_definitions,verse_completion --task-dir " +
+                   d.str("tasks") + " --tasks-every 3 --out " + d.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto m = testing::metrics(d.str("run"));
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_FALSE(m[0].contains("tasks"));
+  EXPECT_FALSE(m[1].contains("tasks"));
+  ASSERT_TRUE(m[2].contains("tasks")) << m[2].dump();  // after step 3
+  ASSERT_TRUE(m[3].contains("tasks"));                 // the end
+  for (const json& line : {m[2], m[3]}) {
+    const json& t = line["tasks"];
+    EXPECT_TRUE(t["audited"].get<bool>());  // the manifest's corpus is here: audited
+    for (const char* name : {"cloze_definitions", "verse_completion"}) {
+      const json& x = t["tasks"][name];
+      EXPECT_EQ(x["n"], 12) << name;
+      for (const char* k : {"acc", "acc_norm", "acc_stderr", "acc_norm_stderr"}) {
+        ASSERT_TRUE(x[k].is_number()) << name << " " << k << ": " << x.dump();
+        EXPECT_GE(x[k].get<double>(), 0.0);
+        EXPECT_LE(x[k].get<double>(), 1.0);
+      }
+      EXPECT_EQ(x["clean"]["n"].get<int>() + x["contaminated"]["n"].get<int>(), 12) << name;
+    }
+  }
+  // The harness-layout files of both evaluations.
+  ASSERT_TRUE(fs::exists(d.str("run/tasks/step-00000003.json")));
+  const json full = json::parse(read_file(d.str("run/tasks/step-00000004.json")));
+  EXPECT_EQ(full["config"]["step"], 4);
+  EXPECT_EQ(full["marin"]["tasks"]["verse_completion"]["items"].size(), 12u);
+  // The same checkpoint through marin eval, one row per forward as the trainer (batch 4 is four
+  // micro-batches of 1): the same numbers, bit for bit.
+  r = testing::run("eval --checkpoint " + d.str("run/checkpoints/step-00000004") +
+                   " --tasks cloze_definitions,verse_completion --task-dir " + d.str("tasks") +
+                   " --batch 1 --run " + d.str("run") + " --quiet --json " + d.str("e.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json e = json::parse(read_file(d.str("e.json")));
+  for (const char* name : {"cloze_definitions", "verse_completion"}) {
+    for (const char* k : {"acc", "acc_norm"}) {
+      EXPECT_EQ(e["results"][name][std::string(k) + ",none"].get<double>(),
+                m[3]["tasks"]["tasks"][name][k].get<double>())
+          << name << " " << k;
+      EXPECT_EQ(e["results"][name][std::string(k) + ",none"],
+                full["results"][name][std::string(k) + ",none"]);
+    }
+    EXPECT_EQ(e["marin"]["tasks"][name]["clean"], full["marin"]["tasks"][name]["clean"]) << name;
+    EXPECT_EQ(e["marin"]["tasks"][name]["items_hash"], m[3]["tasks"]["tasks"][name]["items_hash"]);
+  }
 }
 
 }  // namespace

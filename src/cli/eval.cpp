@@ -52,6 +52,7 @@ struct EvalArgs {
   int fewshot_seed = 1234;
   uint64_t bootstrap_iters = 100000;
   bool log_samples = false;
+  bool shared_context = false;
 };
 
 // The training options of the run a checkpoint belongs to: CKPT/state.json (a run checkpoint),
@@ -257,8 +258,10 @@ int run_task_eval(const EvalArgs& a) {
   o.index = index ? &*index : nullptr;
   o.threshold = a.threshold;
   o.log_samples = a.log_samples;
+  o.shared_context = a.shared_context;
   o.bootstrap_iters = a.bootstrap_iters;
   o.progress = !a.quiet && dist::world().is_root();
+  o.group = &dist::world();  // under mpirun the forward passes are split over the ranks
   const eval::TaskResults r = eval::score_tasks(m, tok, tasks, o);
   if (!dist::world().is_root()) return 0;
   fmt::print("checkpoint {} (seq_len {}), tokenizer {}\n", a.checkpoint, cfg.seq_len, tok_path);
@@ -366,6 +369,9 @@ MARIN_COMMAND(
           ->capture_default_str();
       app.add_flag("--log-samples", a->log_samples,
                    "put every item's context, choices and log-likelihoods in the --json output");
+      app.add_flag("--shared-context", a->shared_context,
+                   "multiple choice: decode each item's context once (the decoding cache) and "
+                   "continue every choice from it, instead of re-reading it per choice");
       return [a] { return run_eval(*a); };
     });
 

@@ -26,6 +26,8 @@ struct ForecastCli {
   int64_t steps = 0, batch = 0;
   double l_inf = 1.5;
   bool fit_l_inf = false, force = false, compare = false;
+  std::vector<std::string> metrics;  // --metric TASK/METRIC: downstream metrics from the loss
+  double metric_floor = 0, metric_ceiling = 1;
   CLI::App* app = nullptr;
 };
 
@@ -74,6 +76,12 @@ int run_forecast(const ForecastCli& a) {
   o.law.l_inf = a.fit_l_inf ? std::nullopt : std::optional<double>(a.l_inf);
   o.compare = a.compare;
   o.law_given = a.app->count("--law") > 0;
+  for (const std::string& m : a.metrics) {
+    scaling::DownstreamSpec d = scaling::parse_downstream_metric(m);
+    d.floor = a.metric_floor;
+    d.ceiling = a.metric_ceiling;
+    o.downstream.push_back(d);
+  }
   if (fs::exists(a.out) && !a.force)
     fail("{} exists: a forecast is a pre-registration and is not overwritten (--force to replace)",
          a.out);
@@ -153,6 +161,30 @@ int run_forecast(const ForecastCli& a) {
       fmt::print("canary {}: predicted {:.4f} at 100% (train it next: marin ladder --canaries)\n",
                  c["name"].get<std::string>(),
                  c["predictions"].back()["predicted_loss"].get<double>());
+  const nlohmann::json downstream = f.value("downstream", nlohmann::json::object());
+  for (auto& [name, d] : downstream.items()) {
+    const auto& l = d["link"];
+    fmt::print(
+        "downstream {} from {}: {:.3g} + {:.3g}·σ(−{:.4f}·(L − {:.4f})), {} points, rmse {:.4f}, "
+        "R2 {}\n",
+        name, d["against"].get<std::string>(), l["floor"].get<double>(),
+        l["ceiling"].get<double>() - l["floor"].get<double>(), l["k"].get<double>(),
+        l["L0"].get<double>(), l["n"].get<int64_t>(), l["rmse"].get<double>(),
+        l["r2"].is_number() ? fmt::format("{:.4f}", l["r2"].get<double>()) : std::string("-"));
+    if (d.contains("holdout") && d["holdout"].value("rmse", nlohmann::json()).is_number())
+      fmt::print("  holdout {} (link fitted without it): rmse {:.4f}, mean error {:+.4f}\n",
+                 d["holdout"]["rung"].get<std::string>(), d["holdout"]["rmse"].get<double>(),
+                 d["holdout"]["mean_diff"].get<double>());
+    if (d.contains("final")) {
+      const auto& fin = d["final"];
+      fmt::print("  target at 100%: loss {:.4f} → {} {:.4f}{}\n", fin["loss"].get<double>(), name,
+                 fin["predicted"].get<double>(),
+                 fin.contains("interval")
+                     ? fmt::format(" [{:.4f}, {:.4f}]", fin["interval"]["lo"].get<double>(),
+                                   fin["interval"]["hi"].get<double>())
+                     : std::string());
+    }
+  }
   fmt::print("wrote {}\n", a.out);
 
   if (!a.plot.empty()) {
@@ -199,6 +231,16 @@ MARIN_COMMAND(
       app.add_option("--out", a->out, "forecast file")->default_val("forecast.json");
       app.add_option("--plot", a->plot, "also write this PNG (scripts/plot_forecast.py)");
       app.add_flag("--force", a->force, "overwrite an existing forecast file");
+      app.add_option("--metric", a->metrics,
+                     "also forecast a downstream metric from the loss: TASK/METRIC or "
+                     "TASK/clean/METRIC, comma-separated (a ladder with [tasks]; a logistic in "
+                     "the loss, docs/scaling.md)")
+          ->delimiter(',');
+      app.add_option("--metric-floor", a->metric_floor,
+                     "the link's floor: the metric's chance level (e.g. 0.25 for 4 choices)")
+          ->capture_default_str();
+      app.add_option("--metric-ceiling", a->metric_ceiling, "the link's ceiling")
+          ->capture_default_str();
       app.add_option("--score-canaries", a->score_canaries,
                      "score this forecast's canaries against their trained rungs (--ladder: "
                      "default the forecast's)");

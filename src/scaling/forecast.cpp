@@ -439,7 +439,14 @@ json make_forecast_unchecked(const ForecastOptions& o) {
 json make_forecast(const ForecastOptions& o) {
   // A field of the wrong type or shape is a named error, not a JSON library exception.
   try {
-    return make_forecast_unchecked(o);
+    json f = make_forecast_unchecked(o);
+    if (!o.downstream.empty()) {
+      const json ladder = read_ladder_json(o.ladder_dir);
+      json d = json::object();
+      for (const DownstreamSpec& s : o.downstream) d[s.text] = downstream_forecast(ladder, f, s);
+      f["downstream"] = d;
+    }
+    return f;
   } catch (const json::exception& e) {
     fail("{}/ladder.json: missing or malformed field: {}", o.ladder_dir, e.what());
   }

@@ -16,6 +16,7 @@
 
 #include "core/hash.hpp"
 #include "model/config.hpp"
+#include "scaling/downstream.hpp"
 #include "scaling/fit.hpp"
 #include "train/train_options.hpp"
 
@@ -33,6 +34,8 @@ struct ForecastOptions {
   bool compare = false, law_given = false;
   double interval_level = 0.9;
   int interval_replicates = 400;
+  // Downstream metrics forecast from the loss (downstream.hpp): forecast.json "downstream".
+  std::vector<DownstreamSpec> downstream;
 };
 
 // The JSON pointers of TrainOptions::to_json() that a forecast binds: its target must train with

@@ -156,7 +156,7 @@ LadderConfig LadderConfig::load(const std::string& path) {
 
 LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::string& origin) {
   const json root = TomlFile::parse(text, origin).json();
-  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data", "eval"});
+  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data", "eval", "tasks"});
 
   LadderConfig c;
   c.path = origin;
@@ -343,6 +343,21 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
       fail("{}: 'kind' must be \"rows\" or \"mixture\", got \"{}\"", wd, kind);
     }
   }
+  if (root.contains("tasks")) {
+    const std::string wt = origin + " [tasks]";
+    const json& T = root["tasks"];
+    if (!T.is_object()) fail("{}: [tasks] must be a table (names, dir)", origin);
+    check_keys(T, wt, {"names", "dir"});
+    if (!T.contains("names") || !T["names"].is_array() || T["names"].empty())
+      fail("{}: 'names' (a list of task names, YAML or rendered JSONL files) is required", wt);
+    for (auto& n : T["names"]) {
+      if (!n.is_string() || n.get<std::string>().empty() ||
+          n.get<std::string>().find(',') != std::string::npos)
+        fail("{}: 'names' must be non-empty strings without commas, got {}", wt, n.dump());
+      c.tasks.push_back(n.get<std::string>());
+    }
+    c.task_dir = get_string(T, "dir", wt);
+  }
   if (root.contains("eval")) {
     const std::string we = origin + " [eval]";
     c.eval_source = root["eval"];
@@ -420,6 +435,9 @@ void LadderConfig::finalize() {
       fail("{}: the macro loss is scored on the kept checkpoints: set keep_every_percent = 5", we);
     macro = m;
   }
+  if (!tasks.empty() && (data_source["kind"] != "mixture" || tokenizer.empty()))
+    fail("{} [tasks]: downstream tasks need mixture data with its tokenizer ([data] tokenizer)",
+         path);
   for (auto& r : rungs) r.options = run_options(r.model, r.batch, r.steps, r.seed);
 }
 
@@ -443,6 +461,11 @@ TrainOptions LadderConfig::run_options(const ModelConfig& m, int64_t batch, int6
   o.data = data;
   o.valid = valid;
   o.tokenizer = tokenizer;
+  if (!tasks.empty()) {
+    o.tasks = fmt::format("{}", fmt::join(tasks, ","));
+    o.task_dir = task_dir;
+    o.tasks_every = eval_every;
+  }
   // The whole §5 rule for this width, batch, seq_len and steps (resolve_hparams() keeps
   // OptimConfig's nonzero beta2/eps defaults, so every field is set here); the multiplier scales
   // both peak rates alike, for every rung and the target.
@@ -474,6 +497,10 @@ LadderConfig LadderConfig::recipe_from_json(const json& j, const std::string& wh
     c.data = j.at("data");
     c.valid = j.at("valid");
     c.tokenizer = j.at("tokenizer").get<std::string>();
+    if (j.contains("tasks")) {  // absent: a ladder without tasks (or from before them)
+      c.tasks = j["tasks"].at("names").get<std::vector<std::string>>();
+      c.task_dir = j["tasks"].at("dir").get<std::string>();
+    }
   } catch (const json::exception& e) {
     fail("{}: the ladder's recipe is incomplete: {}", where, e.what());
   }
@@ -481,23 +508,47 @@ LadderConfig LadderConfig::recipe_from_json(const json& j, const std::string& wh
 }
 
 json LadderConfig::to_json() const {
-  return {{"name", name},
-          {"source", path},
-          {"tokens_per_param", tokens_per_param},
-          {"seed", seed},
-          {"seeds", seeds},
-          {"lr_multiplier", lr_multiplier},
-          {"canaries", canaries},
-          {"eval_batches", eval_batches},
-          {"evaluations_per_rung", kFractions},
-          {"ckpt_every_percent", ckpt_every_percent},
-          {"keep_every_percent", keep_every_percent},
-          {"batch_rule", batch.to_json()},
-          {"data_source", data_source},
-          {"data", data},
-          {"valid", valid},
-          {"tokenizer", tokenizer}};
+  json j = {{"name", name},
+            {"source", path},
+            {"tokens_per_param", tokens_per_param},
+            {"seed", seed},
+            {"seeds", seeds},
+            {"lr_multiplier", lr_multiplier},
+            {"canaries", canaries},
+            {"eval_batches", eval_batches},
+            {"evaluations_per_rung", kFractions},
+            {"ckpt_every_percent", ckpt_every_percent},
+            {"keep_every_percent", keep_every_percent},
+            {"batch_rule", batch.to_json()},
+            {"data_source", data_source},
+            {"data", data},
+            {"valid", valid},
+            {"tokenizer", tokenizer}};
+  if (!tasks.empty()) j["tasks"] = {{"names", tasks}, {"dir", task_dir}};
+  return j;
 }
+
+namespace {
+
+// The downstream-task records of a rung's evaluations (metrics.jsonl "tasks", by completed step;
+// a resumed run's later line of a step wins).
+std::map<int64_t, json> task_records(const Rung& rung) {
+  const std::string file = rung.dir + "/metrics.jsonl";
+  std::ifstream f(file);
+  if (!f) fail("{}: cannot open (rung {} has not been trained)", file, rung.run);
+  std::map<int64_t, json> out;
+  std::string line;
+  for (int64_t lineno = 1; std::getline(f, line); ++lineno) {
+    if (line.empty()) continue;
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) fail("{}:{}: not valid JSON", file, lineno);
+    if (j.contains("tasks") && j["tasks"].is_object())
+      out[j.at("step").get<int64_t>() + 1] = j["tasks"].value("tasks", json::object());
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
   const std::string file = rung.dir + "/metrics.jsonl";
@@ -713,11 +764,20 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
       }
     }
     const std::vector<CurvePoint> curve = eval(r);
+    const std::map<int64_t, json> tasks =
+        cfg.tasks.empty() ? std::map<int64_t, json>() : task_records(r);
     json c = json::array();
     for (auto& p : curve) {
       c.push_back(
           {{"step", p.step}, {"fraction", p.fraction}, {"compute", p.compute}, {"loss", p.loss}});
       if (p.clean_loss) c.back()["clean_loss"] = *p.clean_loss;
+      if (!cfg.tasks.empty()) {
+        auto it = tasks.find(p.step);
+        if (it == tasks.end())
+          fail("{}/metrics.jsonl: rung {} has no downstream-task scores after step {}", r.dir,
+               r.run, p.step);
+        c.back()["tasks"] = it->second;
+      }
     }
     rung_json[i]["curve"] = c;
     rung_json[i]["final_loss"] = curve.empty() ? json() : json(curve.back().loss);

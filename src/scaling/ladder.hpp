@@ -72,6 +72,12 @@ struct LadderConfig {
   nlohmann::json data_source;
   // The [eval] table as written (null: the curves are the trainer's valid_ce).
   nlohmann::json eval_source;
+  // The [tasks] table: downstream tasks (docs/evaluation.md) scored by every rung's trainer at
+  // each of its evaluations (--tasks … --tasks-every eval_every); their records go into every
+  // curve point of ladder.json ("tasks"), for `marin forecast --metric TASK/METRIC`. Needs mixture
+  // data with a tokenizer. Empty: none.
+  std::vector<std::string> tasks;
+  std::string task_dir;
   // Filled by finalize(): the TrainOptions data / valid specs and tokenizer of every rung, and
   // the macro-loss metric when [eval] asks for it.
   nlohmann::json data, valid;

@@ -37,15 +37,22 @@ struct TrainOptions {
   // Per-domain evaluation (marin eval's macro loss / BPB over every validation domain of the
   // token directory, dropless) every N steps and at the end; 0: off. Needs text data.
   int64_t eval_domains_every = 0;
+  // Downstream tasks (docs/evaluation.md, "Downstream tasks"), as `marin eval --tasks` takes
+  // them: names found as task_dir/NAME.yaml, harness YAML files or rendered JSONL, comma-separated
+  // ("": none). Scored every tasks_every steps (0: only at the end) and at the end; each result
+  // goes into the step's metrics line ("tasks") and RUN/tasks/step-N.json (the harness layout).
+  std::string tasks;
+  std::string task_dir;
+  int64_t tasks_every = 0;
   int64_t report_every = 0;  // refresh RUN/report.html (marin report) every N steps; 0: never
-  int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
-  double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
-  bool overwrite = false;   // a new run in a directory holding one moves that aside (not saved)
-  nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
-  nlohmann::json valid;     // same shape, or null
-  std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied
-                            // into every checkpoint
-  std::string forecast;     // forecast.json (marin forecast) to score this run against
+  int max_bad_steps = 3;     // consecutive non-finite steps before the run stops
+  double time_limit_s = 0;   // stop (with a checkpoint) after this much wall time; 0: none
+  bool overwrite = false;    // a new run in a directory holding one moves that aside (not saved)
+  nlohmann::json data;       // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
+  nlohmann::json valid;      // same shape, or null
+  std::string tokenizer;     // tokenizer.json of text data: checked against the shards, copied
+                             // into every checkpoint
+  std::string forecast;      // forecast.json (marin forecast) to score this run against
   // A run that reads its data more than once (more rows than a rows file holds) is an error
   // instead of a warning.
   bool strict_data = false;

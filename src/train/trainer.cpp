@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "core/timer.hpp"
 #include "data/loader.hpp"
 #include "data/mixture.hpp"
@@ -21,6 +22,8 @@
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
+#include "eval/tasks/task_items.hpp"
+#include "eval/tasks/task_scorer.hpp"
 #include "model/expert_shard.hpp"
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
@@ -31,6 +34,13 @@
 
 namespace marin {
 namespace fs = std::filesystem;
+
+struct TrainerTasks {
+  std::vector<eval::TaskItems> tasks;
+  Tokenizer tok;
+  std::optional<eval::NgramIndex> index;
+  std::string audit_from;  // what the index was built from ("" when not audited)
+};
 
 namespace {
 
@@ -179,6 +189,14 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
         "--eval-domains-every is not supported with --ep > 1 (its documents are split unevenly "
         "over the ranks, while expert-parallel forwards run in lockstep): evaluate a checkpoint "
         "with `marin eval` instead");
+  if (o.ep > 1 && !o.tasks.empty())
+    fail(
+        "--tasks is not supported with --ep > 1 (expert-parallel forwards run in lockstep): "
+        "score a checkpoint with `marin eval --tasks` instead");
+  if (o.tasks_every > 0 && o.tasks.empty())
+    fail("--tasks-every {} needs --tasks (the downstream tasks to score)", o.tasks_every);
+  if (!o.tasks.empty() && o.tokenizer.empty())
+    fail("--tasks needs the model's tokenizer (--tokenizer FILE)");
   if (o.ep > 1) {
     // Replica d = ranks d·P … d·P + P − 1 (an expert-parallel group: neighbours, like Megatron's
     // EP inside a node); shard j's replicas: ranks j, j + P, ….
@@ -586,6 +604,55 @@ nlohmann::json Trainer::evaluate_domains(const eval::MacroEvaluator* ev) {
   return eval::summary(ev->evaluate(*model_, comm_));
 }
 
+nlohmann::json Trainer::evaluate_tasks() {
+  if (opt_.tasks.empty()) return nullptr;
+  if (!tasks_) {
+    auto t = std::make_unique<TrainerTasks>();
+    t->tok = Tokenizer::load(opt_.tokenizer);
+    std::vector<std::string> specs;
+    for (size_t a = 0; a <= opt_.tasks.size();) {
+      size_t b = opt_.tasks.find(',', a);
+      if (b == std::string::npos) b = opt_.tasks.size();
+      if (b > a) specs.push_back(opt_.tasks.substr(a, b - a));
+      a = b + 1;
+    }
+    for (const std::string& f : eval::resolve_task_files(specs, opt_.task_dir))
+      t->tasks.push_back(eval::load_task_file(f, {}));
+    // The audit: the mixture's training text, when the token directory's corpus is here.
+    if (opt_.data.value("kind", "") == "mixture") {
+      const std::string corpus =
+          TokenManifest::load(opt_.data.at("tokens").get<std::string>()).corpus;
+      if (!corpus.empty() && fs::is_directory(corpus)) {
+        eval::TrainText text{corpus, eval::mixture_sources(MixtureConfig::from_json(
+                                         opt_.data.at("mixture"), run_dir_ + ": data.mixture"))};
+        eval::IndexOptions io;
+        io.progress = false;
+        t->index = eval::build_ngram_index(text, io);
+        t->audit_from = corpus;
+      }
+    }
+    tasks_ = std::move(t);
+  }
+  eval::TaskOptions o;
+  o.index = tasks_->index ? &*tasks_->index : nullptr;
+  o.progress = false;
+  o.group = comm_;
+  const eval::TaskResults r = eval::score_tasks(*model_, tasks_->tok, tasks_->tasks, o);
+  if (is_root()) {
+    nlohmann::json j = r.to_json({{"model", "marin"},
+                                  {"model_args", "run=" + run_dir_},
+                                  {"step", step_},
+                                  {"batch_size", model_->max_batch()},
+                                  {"seq_len", opt_.model.seq_len},
+                                  {"tokenizer", opt_.tokenizer},
+                                  {"tokenizer_hash", hex64(tasks_->tok.hash())}});
+    if (tasks_->index) j["marin"]["audit"]["from"] = tasks_->audit_from;
+    fs::create_directories(run_dir_ + "/tasks");
+    write_file_atomic(fmt::format("{}/tasks/step-{:08d}.json", run_dir_, step_), j.dump(2) + "\n");
+  }
+  return r.summary();
+}
+
 TrainResult Trainer::run() {
   TrainResult res;
   g_signal = 0;
@@ -643,10 +710,14 @@ TrainResult Trainer::run() {
     if (opt_.eval_domains_every > 0 &&
         (step_ % opt_.eval_domains_every == 0 || step_ == opt_.steps))
       m["eval"] = evaluate_domains();
+    if (!opt_.tasks.empty() &&
+        ((opt_.tasks_every > 0 && step_ % opt_.tasks_every == 0) || step_ == opt_.steps))
+      m["tasks"] = evaluate_tasks();
     for (auto& h : hooks_) h->after_step(*this, m);
     // What this step measured, from the loop or a hook.
     if (m.contains("valid_ce")) res.last_valid_ce = m["valid_ce"].get<double>();
     if (m.contains("eval")) res.last_eval = m["eval"];
+    if (m.contains("tasks")) res.last_tasks = m["tasks"];
     write_metrics(m);
     for (auto& h : hooks_) h->after_metrics(*this);
     const double elapsed = wall.seconds();

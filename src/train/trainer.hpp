@@ -44,7 +44,8 @@ struct TrainResult {
   int64_t steps_done = 0;
   double last_loss = 0;
   double last_valid_ce = -1;
-  nlohmann::json last_eval;  // the last per-domain evaluation (eval::summary), null if none
+  nlohmann::json last_eval;   // the last per-domain evaluation (eval::summary), null if none
+  nlohmann::json last_tasks;  // the last downstream-task scores (TaskResults::summary), or null
   bool interrupted = false;
   std::string last_checkpoint;
 };
@@ -61,6 +62,7 @@ struct StepResult {
 };
 
 class Trainer;
+struct TrainerTasks;  // the run's downstream tasks, tokenizer and audit index (trainer.cpp)
 
 // Work attached to the loop. after_step runs on every rank after each completed step (t.step() is
 // the number of completed steps), collectively, and may add fields to the step's metrics line;
@@ -99,6 +101,12 @@ class Trainer {
   // Macro loss / BPB over the validation domains (eval::summary) with this evaluator (documents
   // split over the ranks), or every domain of the run's token directory when null.
   nlohmann::json evaluate_domains(const eval::MacroEvaluator* ev = nullptr);
+  // The run's downstream tasks (--tasks) scored with the model as it is, forward passes split
+  // over the ranks (collective); the record of the step's metrics line (TaskResults::summary).
+  // Rank 0 also writes the harness-layout results to RUN/tasks/step-N.json. The tasks, tokenizer
+  // and the audit's n-gram index (of the mixture's training text, when the token manifest's
+  // corpus exists here) are loaded on the first call.
+  nlohmann::json evaluate_tasks();
   std::string save_checkpoint();
 
   Model<float>& model() { return *model_; }
@@ -158,6 +166,7 @@ class Trainer {
   FILE* metrics_ = nullptr;
   std::string metrics_error_;  // rank 0: the failed write of metrics.jsonl, if any
   std::unique_ptr<eval::MacroEvaluator> all_domains_;
+  std::unique_ptr<TrainerTasks> tasks_;
   std::vector<std::unique_ptr<TrainHook>> hooks_;
 };
 

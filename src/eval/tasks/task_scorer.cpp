@@ -8,10 +8,13 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <memory>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "dist/comm.hpp"
 #include "eval/domain_eval.hpp"
+#include "model/decode_cache.hpp"
 
 namespace marin::eval {
 using json = nlohmann::json;
@@ -154,8 +157,10 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& t, int32_t p
 }
 
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
-                                     const std::vector<size_t>& item_begin) {
+                                     const std::vector<size_t>& item_begin, dist::Comm* group) {
   DroplessScope guard(m);
+  const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
+  int64_t forwards = 0;  // the packing is the same on every rank; forward k runs on rank k % N
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
   const int B = m.max_batch();
   std::vector<LLResult> out(reqs.size());
@@ -168,16 +173,18 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
   auto flush = [&] {
     const int nb = row + (fill > 0 ? 1 : 0);
     if (nb == 0) return;
-    m.forward({nb, tok.data(), lab.data(), seg.data()});
-    const float* ce = m.token_ce();
-    const float* logits = m.logits();
     const size_t used = size_t(nb) * size_t(S);
-    for (size_t i = 0; i < used; ++i) {
-      if (owner[i] < 0) continue;
-      LLResult& r = out[size_t(owner[i])];
-      r.ll -= double(ce[i]);
-      const float* z = logits + i * size_t(V);
-      if (r.greedy && int32_t(std::max_element(z, z + V) - z) != lab[i]) r.greedy = false;
+    if (forwards++ % ranks == rank) {
+      m.forward({nb, tok.data(), lab.data(), seg.data()});
+      const float* ce = m.token_ce();
+      const float* logits = m.logits();
+      for (size_t i = 0; i < used; ++i) {
+        if (owner[i] < 0) continue;
+        LLResult& r = out[size_t(owner[i])];
+        r.ll -= double(ce[i]);
+        const float* z = logits + i * size_t(V);
+        if (r.greedy && int32_t(std::max_element(z, z + V) - z) != lab[i]) r.greedy = false;
+      }
     }
     std::fill(tok.begin(), tok.begin() + int64_t(used), 0);
     std::fill(lab.begin(), lab.begin() + int64_t(used), -1);
@@ -224,6 +231,81 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
     }
   }
   flush();
+  if (ranks > 1) {
+    // Every request was scored by exactly one rank (the others hold ll = 0, greedy = true), so
+    // the sum is that rank's value bit for bit, and the minimum its greedy flag.
+    std::vector<double> ll(out.size());
+    std::vector<int32_t> greedy(out.size());
+    for (size_t q = 0; q < out.size(); ++q) ll[q] = out[q].ll, greedy[q] = out[q].greedy;
+    group->allreduce(ll.data(), int64_t(ll.size()), dist::Op::Sum);
+    group->allreduce(greedy.data(), int64_t(greedy.size()), dist::Op::Min);
+    for (size_t q = 0; q < out.size(); ++q) out[q] = {ll[q], greedy[q] != 0};
+  }
+  return out;
+}
+
+std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LLRequest>& reqs,
+                                           const std::vector<size_t>& item_begin,
+                                           dist::Comm* group) {
+  const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
+  const int64_t V = m.config().vocab_size;
+  std::vector<LLResult> out(reqs.size());
+  std::vector<LLRequest> rest;  // the requests of items whose choices do not share a context
+  std::vector<size_t> rest_begin, rest_index;
+  std::vector<char> decoded(reqs.size(), 0);
+  // log p(token) and whether it is the argmax (the first maximum), from one position's logits.
+  auto score = [&](const float* z, int32_t token, LLResult& r) {
+    const size_t best = size_t(std::max_element(z, z + V) - z);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - double(z[best]));
+    r.ll += double(z[token]) - double(z[best]) - std::log(sum);
+    if (int32_t(best) != token) r.greedy = false;
+  };
+  std::unique_ptr<DecodeCache<float>> shared, mine;
+  for (size_t k = 0, mine_items = 0; k < item_begin.size(); ++k) {
+    const size_t a = item_begin[k], b = k + 1 < item_begin.size() ? item_begin[k + 1] : reqs.size();
+    // The context part of a request: every token before the last n_score of its sequence (its
+    // last token is the input whose logits predict the first scored token).
+    auto ctx_len = [&](size_t q) { return reqs[q].seq.size() - size_t(reqs[q].n_score); };
+    bool same = true;
+    for (size_t q = a + 1; q < b && same; ++q)
+      same = ctx_len(q) == ctx_len(a) &&
+             std::equal(reqs[q].seq.begin(), reqs[q].seq.begin() + int64_t(ctx_len(q)),
+                        reqs[a].seq.begin());
+    if (!same || b - a < 2) {
+      rest_begin.push_back(rest.size());
+      for (size_t q = a; q < b; ++q) rest.push_back(reqs[q]), rest_index.push_back(q);
+      continue;
+    }
+    for (size_t q = a; q < b; ++q) decoded[q] = 1;
+    if (mine_items++ % size_t(ranks) != size_t(rank)) continue;  // another rank's item
+    if (!shared) shared = std::make_unique<DecodeCache<float>>(m.config());
+    shared->reset();
+    const float* z = nullptr;
+    for (size_t j = 0; j < ctx_len(a); ++j) z = m.decode(reqs[a].seq[j], *shared);
+    const std::vector<float> first(z, z + V);  // the logits after the context, for every choice
+    for (size_t q = a; q < b; ++q) {
+      const LLRequest& r = reqs[q];
+      if (!mine) mine = std::make_unique<DecodeCache<float>>(m.config());
+      *mine = *shared;
+      const float* zz = first.data();
+      for (size_t j = ctx_len(q); j < r.seq.size(); ++j) {
+        score(zz, r.seq[j], out[q]);
+        if (j + 1 < r.seq.size()) zz = m.decode(r.seq[j], *mine);
+      }
+    }
+  }
+  if (ranks > 1) {  // each decoded item was scored by one rank; the others hold ll 0, greedy
+    std::vector<double> ll(out.size());
+    std::vector<int32_t> greedy(out.size());
+    for (size_t q = 0; q < out.size(); ++q) ll[q] = out[q].ll, greedy[q] = out[q].greedy;
+    group->allreduce(ll.data(), int64_t(ll.size()), dist::Op::Sum);
+    group->allreduce(greedy.data(), int64_t(greedy.size()), dist::Op::Min);
+    for (size_t q = 0; q < out.size(); ++q)
+      if (decoded[q]) out[q] = {ll[q], greedy[q] != 0};
+  }
+  const std::vector<LLResult> packed = score_requests(m, rest, rest_begin, group);
+  for (size_t i = 0; i < rest.size(); ++i) out[rest_index[i]] = packed[i];
   return out;
 }
 
@@ -309,7 +391,9 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
   }
   for (const auto& q : reqs) r.tokens += q.seq.size() - 1, r.cut += q.cut;
   r.requests = reqs.size();
-  const std::vector<LLResult> res = score_requests(m, reqs, begin);
+  const std::vector<LLResult> res = o.shared_context && t.type == OutputType::MultipleChoice
+                                        ? score_shared_context(m, reqs, begin, o.group)
+                                        : score_requests(m, reqs, begin, o.group);
   s.ll.resize(r.effective);
   s.greedy.resize(r.effective);
   for (size_t i = 0; i < r.effective; ++i) {
@@ -464,6 +548,33 @@ json TaskResults::to_json(const json& run_config) const {
   if (audited) j["marin"]["audit"] = audit;
   if (any_samples) j["samples"] = samples;
   return j;
+}
+
+json TaskResults::summary() const {
+  auto subset = [](const TaskResult& t, const std::map<std::string, MetricValue>& ms, uint64_t n) {
+    json j = {{"n", n}};
+    for (const std::string& m : t.metrics) {
+      auto it = ms.find(m);
+      j[m] = it == ms.end() ? json(nullptr) : json(it->second.value);
+    }
+    return j;
+  };
+  json per = json::object();
+  for (const TaskResult& t : tasks) {
+    json j = {{"n", t.effective}, {"items_hash", t.items_hash}};
+    for (const std::string& m : t.metrics) {
+      auto it = t.all.find(m);
+      j[m] = it == t.all.end() ? json(nullptr) : json(it->second.value);
+      j[m + "_stderr"] =
+          it == t.all.end() || !it->second.stderr_ ? json(nullptr) : json(*it->second.stderr_);
+    }
+    if (t.audited) {
+      j["clean"] = subset(t, t.clean, t.n_clean);
+      j["contaminated"] = subset(t, t.contaminated, t.n_contaminated);
+    }
+    per[t.task] = j;
+  }
+  return {{"seconds", seconds}, {"audited", audited}, {"tasks", per}};
 }
 
 std::string TaskResults::table() const {

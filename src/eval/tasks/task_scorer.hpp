@@ -19,7 +19,10 @@
 //  * standard errors as the harness reports them: the sample standard error of the mean for
 //    acc/acc_norm, a bootstrap for perplexity, none for the weighted perplexities.
 // Every request of one item is scored in the same forward pass (packed into rows with segment
-// ids); the context is recomputed for each choice (one forward over the packed rows, no cache).
+// ids); the context is recomputed for each choice (one forward over the packed rows), unless
+// TaskOptions::shared_context runs it once through the decoding cache (score_shared_context).
+// Under MPI (TaskOptions::group) the forward passes are split over the ranks, with exactly the
+// one-process result.
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.hpp"
+#include "dist/comm.hpp"
 #include "eval/contamination.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "model/model.hpp"
@@ -55,9 +59,22 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& tokens, int3
                                         int64_t seq_len);
 // Scores requests in packed forward passes of up to max_batch rows (dropless). item_begin: the
 // first request of each item, ascending; an item's requests share one forward unless they need
-// more than max_batch rows.
+// more than max_batch rows. With a group of N ranks (collective: every rank passes the same
+// requests) the forwards are planned identically on every rank, forward k runs on rank k % N, and
+// the results are all-reduced: every rank returns exactly the one-process result.
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
-                                     const std::vector<size_t>& item_begin);
+                                     const std::vector<size_t>& item_begin,
+                                     dist::Comm* group = nullptr);
+
+// The same results through the decoding cache (Model::decode): an item whose requests share
+// their context (every multiple-choice item whose sequences were not cut differently by the left
+// truncation) has the context decoded once, and each choice continues from a copy of that cache;
+// the other items go through score_requests. Under a group, the decoded items are split over the
+// ranks (item i on rank i mod N) and all-reduced like score_requests. Equal to score_requests up
+// to float rounding (the decoder's logits equal the forward's).
+std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LLRequest>& reqs,
+                                           const std::vector<size_t>& item_begin,
+                                           dist::Comm* group = nullptr);
 
 // Unicode code points of UTF-8 text (Python's len(str)), for acc_norm.
 uint64_t char_length(std::string_view utf8);
@@ -66,10 +83,16 @@ struct TaskOptions {
   uint64_t limit = 0;                 // score the first N items (0: all), as --limit
   const NgramIndex* index = nullptr;  // training n-grams: tag every item (clean/contaminated)
   double threshold = 0;
-  bool log_samples = false;           // keep per-item contexts, choices, log-likelihoods
+  bool log_samples = false;  // keep per-item contexts, choices, log-likelihoods
+  // multiple_choice: compute each item's shared context once through the decoding cache
+  // (score_shared_context) instead of once per choice in packed forwards.
+  bool shared_context = false;
   uint64_t bootstrap_iters = 100000;  // the harness's default
   uint64_t bootstrap_seed = 1234;
   bool progress = true;
+  // Ranks that split the forward passes (null: this process). Collective: every rank of the group
+  // scores the same tasks with the same options and gets the whole result.
+  dist::Comm* group = nullptr;
 };
 
 struct MetricValue {
@@ -112,6 +135,11 @@ struct TaskResults {
   // metrics, audited item ids) and, with log_samples, "samples".
   nlohmann::json to_json(const nlohmann::json& run_config = nlohmann::json::object()) const;
   std::string table() const;
+  // The compact record of a training run's metrics line and a ladder's curve points:
+  // {"seconds", "audited", "tasks": {TASK: {"n", "items_hash", METRIC: value, METRIC_stderr:
+  // value or null, …, "clean": {"n", METRIC: value or null, …}, "contaminated": {…}}}} (clean /
+  // contaminated only when audited; a metric of an empty subset is null).
+  nlohmann::json summary() const;
 };
 
 // The metrics of one task from its per-item results (exposed for the tests). ll[i]: per choice

@@ -1,0 +1,259 @@
+// The loss → downstream-metric link of a forecast (downstream.hpp, docs/scaling.md).
+#include "scaling/downstream.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace marin::scaling {
+using json = nlohmann::json;
+
+namespace {
+
+double sigmoid(double x) {
+  return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+}
+
+double sse_of(const std::vector<double>& L, const std::vector<double>& y, const LinkFit& f) {
+  double s = 0;
+  for (size_t i = 0; i < L.size(); ++i) {
+    const double r = y[i] - f.predict(L[i]);
+    s += r * r;
+  }
+  return s;
+}
+
+// Levenberg–Marquardt on (k, L0) from a start; returns the fit with its SSE.
+LinkFit refine(const std::vector<double>& L, const std::vector<double>& y, LinkFit f) {
+  const double span = f.ceiling - f.floor;
+  double sse = sse_of(L, y, f), lambda = 1e-3;
+  for (int it = 0; it < 500; ++it) {
+    double a11 = 0, a12 = 0, a22 = 0, g1 = 0, g2 = 0;
+    for (size_t i = 0; i < L.size(); ++i) {
+      const double p = sigmoid(-f.k * (L[i] - f.l0)), d = span * p * (1 - p);
+      const double jk = -d * (L[i] - f.l0), jl = d * f.k, r = y[i] - f.predict(L[i]);
+      a11 += jk * jk, a12 += jk * jl, a22 += jl * jl, g1 += jk * r, g2 += jl * r;
+    }
+    bool improved = false;
+    while (lambda < 1e12) {
+      const double b11 = a11 * (1 + lambda) + 1e-300, b22 = a22 * (1 + lambda) + 1e-300;
+      const double det = b11 * b22 - a12 * a12;
+      if (!(std::abs(det) > 0)) {
+        lambda *= 4;
+        continue;
+      }
+      LinkFit t = f;
+      t.k += (g1 * b22 - g2 * a12) / det;
+      t.l0 += (b11 * g2 - a12 * g1) / det;
+      const double s = sse_of(L, y, t);
+      if (std::isfinite(s) && s < sse) {
+        improved = sse - s > 1e-15 * std::max(sse, 1e-300);
+        f = t, sse = s, lambda = std::max(lambda / 3, 1e-12);
+        break;
+      }
+      lambda *= 4;
+    }
+    if (!improved) break;
+  }
+  f.sse = sse;
+  return f;
+}
+
+}  // namespace
+
+double LinkFit::predict(double loss) const {
+  return floor + (ceiling - floor) * sigmoid(-k * (loss - l0));
+}
+
+json LinkFit::to_json() const {
+  return {{"law", "logistic_in_loss"},
+          {"formula", "floor + (ceiling - floor) / (1 + exp(k * (L - L0)))"},
+          {"floor", floor},
+          {"ceiling", ceiling},
+          {"k", k},
+          {"L0", l0},
+          {"n", n},
+          {"sse", sse},
+          {"rmse", rmse},
+          {"r2", std::isfinite(r2) ? json(r2) : json(nullptr)}};
+}
+
+LinkFit fit_loss_link(const std::vector<double>& L, const std::vector<double>& y, double floor,
+                      double ceiling) {
+  MARIN_CHECK(L.size() == y.size(), "downstream fit: {} losses but {} metric values", L.size(),
+              y.size());
+  if (!(floor < ceiling))
+    fail("downstream fit: the floor {} must be below the ceiling {}", floor, ceiling);
+  if (L.size() < 3)
+    fail("downstream fit: needs at least 3 (loss, metric) points, got {}", L.size());
+  const double lmin = *std::min_element(L.begin(), L.end()),
+               lmax = *std::max_element(L.begin(), L.end());
+  if (!(lmax > lmin)) fail("downstream fit: every point has the same loss ({})", lmin);
+  const size_t n = L.size();
+  // The start: the line of logit(q) on L, q clipped into (0, 1).
+  const double span = ceiling - floor, eps = 0.01;
+  double sx = 0, sz = 0, sxx = 0, sxz = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double q = std::clamp((y[i] - floor) / span, eps, 1 - eps), z = std::log(q / (1 - q));
+    sx += L[i], sz += z, sxx += L[i] * L[i], sxz += L[i] * z;
+  }
+  const double slope = (double(n) * sxz - sx * sz) / (double(n) * sxx - sx * sx);
+  const double icept = (sz - slope * sx) / double(n), lmid = 0.5 * (lmin + lmax);
+  std::vector<LinkFit> starts;
+  LinkFit base;
+  base.floor = floor, base.ceiling = ceiling;
+  if (std::abs(slope) > 1e-12) {
+    LinkFit s = base;
+    s.k = -slope, s.l0 = icept / s.k;
+    starts.push_back(s);
+  }
+  for (double k : {0.5, 2.0, 8.0, -0.5, -2.0})  // further starts, scaled to the loss range
+    for (double l0 : {lmin, lmid, lmax}) {
+      LinkFit s = base;
+      s.k = k * 4 / (lmax - lmin), s.l0 = l0;
+      starts.push_back(s);
+    }
+  LinkFit best;
+  best.sse = std::numeric_limits<double>::infinity();
+  for (const LinkFit& s : starts) {
+    const LinkFit f = refine(L, y, s);
+    if (f.sse < best.sse) best = f;
+  }
+  best.n = int64_t(n);
+  best.rmse = std::sqrt(best.sse / double(n));
+  double mean = 0, sst = 0;
+  for (double v : y) mean += v / double(n);
+  for (double v : y) sst += (v - mean) * (v - mean);
+  best.r2 = sst > 0 ? 1 - best.sse / sst : std::numeric_limits<double>::quiet_NaN();
+  return best;
+}
+
+DownstreamSpec parse_downstream_metric(const std::string& text) {
+  DownstreamSpec s;
+  s.text = text;
+  std::vector<std::string> parts;
+  for (size_t a = 0;;) {
+    const size_t b = text.find('/', a);
+    parts.push_back(text.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) break;
+    a = b + 1;
+  }
+  const bool ok = (parts.size() == 2 || (parts.size() == 3 && parts[1] == "clean")) &&
+                  !parts.front().empty() && !parts.back().empty();
+  if (!ok)
+    fail("--metric {}: expected TASK/METRIC or TASK/clean/METRIC (e.g. cloze_definitions/acc)",
+         text);
+  s.task = parts.front();
+  s.metric = parts.back();
+  s.clean = parts.size() == 3;
+  return s;
+}
+
+json downstream_forecast(const json& ladder, const json& forecast, const DownstreamSpec& spec) {
+  struct Point {
+    std::string rung;
+    int64_t step;
+    double loss, value;
+  };
+  std::vector<Point> pts;
+  std::vector<std::string> order;  // rung names in ladder order (smallest first)
+  int64_t skipped = 0;
+  for (const json& r : ladder.at("rungs")) {
+    if (r.value("status", "") != "done" || r.value("canary", false)) continue;
+    const std::string name = r.at("name").get<std::string>();
+    if (order.empty() || order.back() != name) order.push_back(name);
+    for (const json& p : r.at("curve")) {
+      const int64_t step = p.at("step").get<int64_t>();
+      if (!p.contains("tasks"))
+        fail(
+            "ladder.json: rung {} has no downstream-task scores at step {} (name the tasks in "
+            "the ladder file's [tasks] table and train the ladder)",
+            r.value("run", name), step);
+      if (!p["tasks"].contains(spec.task))
+        fail("ladder.json: rung {} step {}: no task '{}' (the ladder scored: {})",
+             r.value("run", name), step, spec.task, p["tasks"].dump());
+      const json& t =
+          spec.clean ? p["tasks"][spec.task].value("clean", json()) : p["tasks"][spec.task];
+      if (!t.is_object() || !t.contains(spec.metric))
+        fail("ladder.json: rung {} step {}: task '{}' has no {}metric '{}'", r.value("run", name),
+             step, spec.task, spec.clean ? "clean-only " : "", spec.metric);
+      if (!t[spec.metric].is_number()) {  // an empty subset (e.g. no clean items)
+        ++skipped;
+        continue;
+      }
+      pts.push_back({name, step, p.at("loss").get<double>(), t[spec.metric].get<double>()});
+    }
+  }
+  auto fit_on = [&](auto keep) {
+    std::vector<double> L, y;
+    for (const Point& p : pts)
+      if (keep(p)) L.push_back(p.loss), y.push_back(p.value);
+    return fit_loss_link(L, y, spec.floor, spec.ceiling);
+  };
+  const LinkFit link = fit_on([](const Point&) { return true; });
+  json points = json::array();
+  for (const Point& p : pts)
+    points.push_back({{"rung", p.rung}, {"step", p.step}, {"loss", p.loss}, {"value", p.value}});
+  json out = {{"metric", spec.text},
+              {"task", spec.task},
+              {"name", spec.metric},
+              {"subset", spec.clean ? "clean" : "all"},
+              {"against", ladder.value("metric", "valid_ce")},
+              {"link", link.to_json()},
+              {"points", points},
+              {"skipped_points", skipped}};
+  // Forward holdout: the link without the largest rung predicts that rung from its own losses.
+  if (order.size() >= 2) {
+    const std::string last = order.back();
+    json h = {{"rung", last}};
+    try {
+      const LinkFit f = fit_on([&](const Point& p) { return p.rung != last; });
+      double se = 0, sd = 0;
+      int64_t n = 0;
+      for (const Point& p : pts)
+        if (p.rung == last) {
+          const double d = f.predict(p.loss) - p.value;
+          se += d * d, sd += d, ++n;
+        }
+      h["n"] = n;
+      h["rmse"] = n ? json(std::sqrt(se / double(n))) : json(nullptr);
+      h["mean_diff"] = n ? json(sd / double(n)) : json(nullptr);
+    } catch (const Error& e) {
+      h["error"] = e.what();
+    }
+    out["holdout"] = h;
+  }
+  json preds = json::array();
+  for (const json& e : forecast.at("fits"))
+    if (e.contains("predicted_loss") && e["predicted_loss"].is_number()) {
+      const double pl = e["predicted_loss"].get<double>();
+      preds.push_back({{"fraction", e.at("fraction")},
+                       {"target_step", e.value("target_step", json())},
+                       {"predicted_loss", pl},
+                       {"predicted", link.predict(pl)}});
+    }
+  out["predictions"] = preds;
+  const json& pr = forecast.at("prediction");
+  if (pr.value("final_loss", json()).is_number()) {
+    const double fl = pr["final_loss"].get<double>();
+    json fin = {{"loss", fl}, {"predicted", link.predict(fl)}};
+    const json iv = pr.value("interval", json());
+    if (iv.is_object() && iv.value("lo", json()).is_number() &&
+        iv.value("hi", json()).is_number()) {
+      const double a = link.predict(iv["lo"].get<double>()),
+                   b = link.predict(iv["hi"].get<double>());
+      fin["interval"] = {{"lo", std::min(a, b)},
+                         {"hi", std::max(a, b)},
+                         {"level", iv.value("level", json())},
+                         {"method", "the loss's prediction interval through the link"}};
+    }
+    out["final"] = fin;
+  }
+  return out;
+}
+
+}  // namespace marin::scaling
