@@ -27,7 +27,10 @@ struct ForecastOptions {
   ModelConfig target;
   int64_t target_steps = 0;  // 0: the ladder's budget (tokens per parameter), as a rung's
   int64_t target_batch = 0;  // 0: the ladder's batch rule at the target's width; else an override
-  LawSpec law;               // family and L∞ (the sigmoid's ceiling is ln V of the target)
+  // The target's budget (tokens per active parameter; 0: the ladder's first). It sets the steps
+  // (unless target_steps) and, on a ladder of several budgets, which rungs a law in C fits.
+  double target_tokens_per_param = 0;
+  LawSpec law;  // family and L∞ (E for chinchilla; the sigmoid's ceiling is ln V of the target)
   // Also fit every other law family and choose the one of smallest forward-holdout RMSE (unless
   // law_given: then the comparison is recorded and `law` is kept).
   bool compare = false, law_given = false;
