@@ -1,5 +1,6 @@
 // marin forecast: fits a law (L = L∞ + A·C^(−α), or a sigmoid in ln C) across the rungs of a
-// finished ladder at every 5% of training and predicts a target run (recipe.md §9,
+// finished ladder at every 5% of training, or chinchilla's E + A/N^α + B/D^β over the ends of the
+// runs of a ladder of several budgets, and predicts a target run (recipe.md §9,
 // docs/scaling.md), with a prediction interval, forward holdouts and the canaries' forecasts.
 // Writes forecast.json, the pre-registration (binding the target's options), and optionally a PNG.
 #include <fmt/core.h>

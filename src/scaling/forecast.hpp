@@ -3,8 +3,10 @@
 //
 // make_forecast(): for each fraction g = 5%, 10%, …, 100% of training, the rungs' losses at g are
 // fitted against their compute at g (C = training compute without the LM head up to g), and the
-// law predicts the target at its own compute at g. forecast.json holds the inputs, every fit, the
-// predictions, the creation time and the xxh64 of ladder.json: written before the target starts.
+// law predicts the target at its own compute at g. The chinchilla law is fitted once, on the
+// end-of-run points of every rung × budget, and predicts the target at 100% only. forecast.json
+// holds the inputs, every fit, the predictions, the creation time and the xxh64 of ladder.json:
+// written before the target starts.
 //
 // ForecastTracker: fed the target's evaluated losses, it reports predicted vs actual at every
 // forecast fraction and the final beat/miss, also on the clean-only (decontaminated) macro loss.
