@@ -58,6 +58,8 @@ def main():
         g = e["fraction"]
         if e.get("fit") is None or round(g * 100) not in (25, 50, 100):
             continue
+        if e["fit"].get("law") == "chinchilla":
+            continue  # a law of N and D, not a curve in C: only its forecast (the star) is drawn
         fit = e["fit"]
         xs = [cmin * (cmax / cmin) ** (i / 100) for i in range(101)]
         ys = [law(fit, x) for x in xs]

@@ -65,6 +65,7 @@ json synthetic_ladder(const TempDir& dir, const std::vector<double>& cps, int se
     for (int s = 0; s < seeds; ++s) {
       json r = base.summary();
       r["name"] = fmt::format("r{}", i);
+      r["label"] = r["name"];
       r["run"] = seeds == 1 ? r["name"].get<std::string>() : fmt::format("r{}-seed{}", i, s);
       r["seed"] = s;
       r["canary"] = is_canary;
@@ -473,4 +474,402 @@ TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
           dir.str("valid.bin") + " --forecast " + dir.str("f2.json") + " " +
           f2["inputs"]["target"]["train_flags"].get<std::string>() + " --out " + dir.str("t2-ok"));
   ASSERT_EQ(r.code, 0) << r.out;
+}
+
+// --- token budgets and the chinchilla law -------------------------------------------------------
+
+TEST(Budgets, EachBudgetIsARunWithItsOwnSchedule) {
+  const std::string family = R"([family]
+head_dim = 8
+num_experts = 8
+top_k = 2
+gated_norm_rank = 16
+seq_len = 64
+sliding_window = 32
+vocab_size = 512
+)";
+  auto c = sc::LadderConfig::from_toml_text(R"([ladder]
+widths = [32, 64]
+layers = [2, 2]
+tokens_per_param = [0.25, 0.5]
+seeds = [0, 1]
+[rung.d64]
+tokens_per_param = 1.0
+seeds = [3]
+)" + family,
+                                            "b");
+  c.set_rows_data("t.bin", "v.bin");
+  c.finalize();
+  ASSERT_EQ(c.rungs.size(), 5u);
+  const char* runs[] = {"d32-tpp0.25-seed0", "d32-tpp0.25-seed1", "d32-tpp0.5-seed0",
+                        "d32-tpp0.5-seed1", "d64"};
+  const double tpp[] = {0.25, 0.25, 0.5, 0.5, 1.0};
+  for (size_t i = 0; i < 5; ++i) {
+    const sc::Rung& r = c.rungs[i];
+    EXPECT_EQ(r.run, runs[i]);
+    EXPECT_EQ(r.tokens_per_param, tpp[i]) << r.run;
+    // Each budget its own schedule: steps from its own budget, rates from its own steps.
+    EXPECT_EQ(r.steps, c.steps_for(r.model, r.batch, tpp[i])) << r.run;
+    EXPECT_EQ(r.options.steps, r.steps) << r.run;
+    EXPECT_EQ(r.eval_every * sc::kFractions, r.steps) << r.run;
+    const marin::HyperParams h =
+        marin::heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
+    EXPECT_DOUBLE_EQ(r.options.optim.eps, h.eps) << r.run;
+    EXPECT_EQ(r.summary()["tokens_per_param"], tpp[i]) << r.run;
+    EXPECT_EQ(r.summary()["label"], i < 2 ? "d32-tpp0.25" : i < 4 ? "d32-tpp0.5" : "d64");
+  }
+  EXPECT_EQ(c.rungs[0].name, "d32");
+  EXPECT_EQ(c.rungs[0].budget_steps,
+            marin::steps_for_budget(c.rungs[0].model, c.rungs[0].batch, 0.25));
+  EXPECT_GT(c.rungs[2].budget_steps, c.rungs[0].budget_steps);
+  EXPECT_NE(c.rungs[0].options.to_json(), c.rungs[2].options.to_json());
+  // Recorded in ladder.json's recipe: the first budget is the target's default.
+  const json j = c.to_json();
+  EXPECT_EQ(j["tokens_per_param"], 0.25);
+  EXPECT_EQ(j["budgets"], json::array({0.25, 0.5}));
+  const sc::LadderConfig back = sc::LadderConfig::recipe_from_json(j, "j");
+  EXPECT_EQ(back.budgets, (std::vector<double>{0.25, 0.5}));
+
+  // Clear errors naming the key.
+  auto error_of = [&](const std::string& ladder) {
+    try {
+      sc::LadderConfig::from_toml_text(ladder + family, "e.toml");
+    } catch (const marin::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string head = "[ladder]\nwidths = [32]\nlayers = [2]\n";
+  for (const char* bad :
+       {"tokens_per_param = []", "tokens_per_param = [1, 1]", "tokens_per_param = [1, -2]",
+        "tokens_per_param = \"5\"", "tokens_per_param = [1, \"x\"]"}) {
+    const std::string e = error_of(head + bad + "\n");
+    EXPECT_NE(e.find("'tokens_per_param'"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("e.toml [ladder]"), std::string::npos) << bad << ": " << e;
+  }
+  const std::string e =
+      error_of(head + "tokens_per_param = [1, 2]\n[rung.d32]\ntokens_per_param = 0\n");
+  EXPECT_NE(e.find("[rung.d32]: 'tokens_per_param' must be positive"), std::string::npos) << e;
+
+  // The dry run lists every run with its budget.
+  TempDir dir("budgets-dry");
+  std::ofstream(dir.str("l.toml")) << "[ladder]\nwidths = [32, 48]\nlayers = [2, 2]\n"
+                                      "tokens_per_param = [0.25, 1]\n"
+                                   << family;
+  auto r = run("ladder --config " + dir.str("l.toml") + " --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("0.25, 1 tokens per active parameter"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("d48-tpp1 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 runs, C = "), std::string::npos) << r.out;
+}
+
+namespace {
+
+// A known chinchilla law around the `tiny` target (N_T active parameters, D_T = 40 × 4 × 64
+// tokens): E + A/N^α + B/D^β with A/N_T^α = 0.8 and B/D_T^β = 0.4 (every rung's loss under the
+// sigmoid's ceiling ln 512).
+struct ChinchillaTruth {
+  double E = 1.5, alpha = 0.34, beta = 0.28, A = 0, B = 0, nt = 0, dt = 0;
+  ChinchillaTruth() {
+    nt = double(marin::account(marin::ModelConfig::preset("tiny")).active_params);
+    dt = 40.0 * 4 * 64;
+    A = 0.8 * std::pow(nt, alpha);
+    B = 0.4 * std::pow(dt, beta);
+  }
+  double operator()(double n, double d) const {
+    return E + A * std::pow(n, -alpha) + B * std::pow(d, -beta);
+  }
+  double ratio() const { return dt / nt; }  // the target's tokens per parameter
+};
+
+// ladder.json of rungs at N_T/32, /16, /8, /4 (and a canary at N_T/2 when asked), each at the
+// budgets `budgets` (× the target's tokens per parameter) and `seeds` seeds; run (rung i, budget
+// b, seed s) has loss(N, D·g, i, s) at fraction g.
+json nd_ladder(const TempDir& dir, const std::vector<double>& budgets, int seeds,
+               const std::function<double(double, double, size_t, int)>& loss,
+               bool canary = false) {
+  const ChinchillaTruth t;
+  json base = synthetic_ladder(dir, {1}, 1, [](double, size_t, int) { return 3.0; });
+  const json proto = base["rungs"][0];
+  json rungs = json::array();
+  const size_t n_rungs = canary ? 5 : 4;
+  for (size_t i = 0; i < n_rungs; ++i) {
+    const double n = std::round(t.nt / std::pow(2.0, 5 - double(i)));
+    for (double bm : budgets) {
+      const double tpp = bm * t.ratio(), d = tpp * n;
+      for (int s = 0; s < seeds; ++s) {
+        json r = proto;
+        r["name"] = fmt::format("r{}", i);
+        r["label"] =
+            budgets.size() == 1 ? r["name"].get<std::string>() : sc::budget_label(r["name"], tpp);
+        r["run"] = fmt::format("{}-seed{}", r["label"].get<std::string>(), s);
+        r["seed"] = s;
+        r["tokens_per_param"] = tpp;
+        r["active_params"] = n;
+        r["tokens"] = d;
+        r["steps"] = 20;
+        r["compute_per_step"] = 6 * n * d / 20;
+        r["canary"] = canary && i + 1 == n_rungs;
+        json curve = json::array();
+        for (int k = 1; k <= 20; ++k)
+          curve.push_back({{"step", k},
+                           {"fraction", k / 20.0},
+                           {"compute", 6 * n * d * k / 20},
+                           {"loss", loss(n, d * k / 20, i, s)}});
+        r["curve"] = curve;
+        rungs.push_back(r);
+      }
+    }
+  }
+  base["rungs"] = rungs;
+  base["ladder"]["tokens_per_param"] = budgets[0] * t.ratio();
+  std::vector<double> b;
+  for (double x : budgets) b.push_back(x * t.ratio());
+  base["ladder"]["budgets"] = b;
+  if (canary) base["ladder"]["canaries"] = {"r4"};
+  std::ofstream(dir.str("ladder.json")) << base.dump(2) << "\n";
+  return base;
+}
+
+sc::NDPoints nd_points(const ChinchillaTruth& t, double noise, uint64_t seed) {
+  sc::NDPoints p;
+  Gauss g{seed};
+  for (int i = 0; i < 5; ++i)
+    for (double bm : {0.5, 1.0, 2.0, 4.0}) {
+      const double n = t.nt / std::pow(2.0, 5 - i), d = bm * t.ratio() * n;
+      p.n.push_back(n), p.d.push_back(d), p.rung.push_back(i), p.budget.push_back(bm);
+      p.loss.push_back(t(n, d) * (1 + noise * g.next()));
+    }
+  return p;
+}
+
+}  // namespace
+
+TEST(Chinchilla, RecoversAKnownLawByVariableProjection) {
+  const ChinchillaTruth t;
+  // Exact points: exactly recovered, E fitted or fixed.
+  for (std::optional<double> e : {std::optional<double>(), std::optional<double>(1.5)}) {
+    const sc::ChinchillaFit f = sc::fit_chinchilla_law(nd_points(t, 0, 1), e);
+    const std::string what = e ? "E fixed" : "E fitted";
+    EXPECT_NEAR(f.alpha, t.alpha, 1e-4) << what;
+    EXPECT_NEAR(f.beta, t.beta, 1e-4) << what;
+    EXPECT_NEAR(f.E, t.E, 1e-4) << what;
+    EXPECT_NEAR(f.A / t.A, 1, 1e-3) << what;
+    EXPECT_NEAR(f.B / t.B, 1, 1e-3) << what;
+    EXPECT_NEAR(f.predict(t.nt, t.dt), t(t.nt, t.dt), 1e-6) << what;
+    EXPECT_EQ(f.e_fitted, !e) << what;
+    ASSERT_EQ(f.loo_errors.size(), 20u) << what;  // every budget of a rung left out together
+    EXPECT_LT(f.loo_rmse, 1e-5) << what;
+    EXPECT_GT(f.r2, 1 - 1e-9) << what;
+  }
+  // 0.3% noise: the parameters within tolerance and the target (2× the largest rung) within 1%.
+  for (uint64_t seed : {3, 4, 5}) {
+    const sc::ChinchillaFit f = sc::fit_chinchilla_law(nd_points(t, 0.003, seed), std::nullopt);
+    EXPECT_NEAR(f.alpha, t.alpha, 0.1) << seed;
+    EXPECT_NEAR(f.beta, t.beta, 0.1) << seed;
+    EXPECT_NEAR(f.predict(t.nt, t.dt), t(t.nt, t.dt), 0.01 * t(t.nt, t.dt)) << seed;
+    EXPECT_GT(f.r2, 0.99) << seed;
+  }
+  EXPECT_EQ(sc::parse_law("chinchilla"), sc::LawFamily::Chinchilla);
+  sc::LawSpec spec;
+  spec.family = sc::LawFamily::Chinchilla;
+  EXPECT_EQ(spec.parameters(), 4);  // E fixed
+  spec.l_inf = std::nullopt;
+  EXPECT_EQ(spec.parameters(), 5);
+}
+
+TEST(Chinchilla, RefusesOneBudgetNamingWhy) {
+  const ChinchillaTruth t;
+  sc::NDPoints p = nd_points(t, 0, 1), one;
+  std::vector<bool> keep;
+  for (double b : p.budget) keep.push_back(b == 1.0);
+  one = p.subset(keep);
+  ASSERT_EQ(one.loss.size(), 5u);
+  try {
+    sc::fit_chinchilla(one, std::nullopt);
+    FAIL() << "one budget was fitted";
+  } catch (const marin::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("2 or more token budgets"), std::string::npos) << m;
+    EXPECT_NE(m.find("decaying schedule"), std::string::npos) << m;
+  }
+  // Through make_forecast: a ladder of one budget is refused for --law chinchilla, and --compare
+  // records why the chinchilla law is absent.
+  TempDir dir("chinchilla-one");
+  nd_ladder(dir, {1.0}, 1, [&](double n, double d, size_t, int) { return t(n, d); });
+  sc::ForecastOptions o = tiny_target(dir);
+  o.law.family = sc::LawFamily::Chinchilla;
+  try {
+    sc::make_forecast(o);
+    FAIL() << "a forecast of one budget used the chinchilla law";
+  } catch (const marin::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--law chinchilla needs rungs trained at 2 or more token budgets, and the "
+                     "ladder has 1"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("decaying schedule"), std::string::npos) << m;
+  }
+  o.law.family = sc::LawFamily::Power;
+  o.law.l_inf = 1.5;
+  o.compare = true;
+  const json f = sc::make_forecast(o);
+  const json& ch = f["inputs"]["law"]["comparison"]["chinchilla"];
+  EXPECT_TRUE(ch["rmse"].is_null()) << ch.dump();
+  EXPECT_NE(ch["error"].get<std::string>().find("2 or more token budgets"), std::string::npos);
+  EXPECT_NE(f["inputs"]["law"]["family"], "chinchilla");
+}
+
+TEST(Chinchilla, ForecastWithItsDiagnosticsAndComparison) {
+  // Four rungs × three budgets (½, 1, 2 × the target's tokens per parameter) from a known law,
+  // exact, and a canary: the forecast recovers the target's loss; leave-one-rung-out, forward
+  // holdouts, the interval and the canary are there; --compare picks the chinchilla law over the
+  // laws in C, which fit the target's budget only.
+  TempDir dir("chinchilla-forecast");
+  const ChinchillaTruth t;
+  nd_ladder(
+      dir, {0.5, 1.0, 2.0}, 2,
+      [&](double n, double d, size_t, int s) { return t(n, d) + (s ? 0.002 : -0.002); }, true);
+  sc::ForecastOptions o = tiny_target(dir);
+  o.target_tokens_per_param = t.ratio();
+  o.law.family = sc::LawFamily::Chinchilla;
+  o.law.l_inf = std::nullopt;
+  const json f = sc::make_forecast(o);
+  EXPECT_EQ(f["inputs"]["law"]["family"], "chinchilla");
+  EXPECT_EQ(f["inputs"]["target"]["tokens"].get<double>(), t.dt);
+  ASSERT_EQ(f["fits"].size(), 20u);
+  EXPECT_TRUE(f["fits"][0]["predicted_loss"].is_null());
+  EXPECT_NE(f["fits"][0]["error"].get<std::string>().find("end-of-run (100%) points only"),
+            std::string::npos);
+  const json& e = f["fits"][19];
+  ASSERT_TRUE(e["fit"].is_object()) << e.dump();
+  EXPECT_EQ(e["fit"]["law"], "chinchilla");
+  EXPECT_EQ(e["fit"]["n"], 12);
+  EXPECT_NEAR(e["fit"]["alpha"].get<double>(), t.alpha, 1e-3);
+  EXPECT_NEAR(e["predicted_loss"].get<double>(), t(t.nt, t.dt), 1e-4);
+  EXPECT_NEAR(f["prediction"]["final_loss"].get<double>(), t(t.nt, t.dt), 1e-4);
+  ASSERT_EQ(e["fit"]["loo"]["errors"].size(), 12u);
+  // Forward holdouts: every budget of r2 (from r0, r1) and r3 (from r0–r2). With E fitted two
+  // sizes cannot separate E from A/N^α: r2's holdouts are recorded as failed, not invented.
+  ASSERT_EQ(e["forward"].size(), 6u) << e["forward"].dump();
+  EXPECT_EQ(e["forward"][0]["from_rungs"], 2);
+  EXPECT_TRUE(e["forward"][0]["predicted"].is_null());
+  EXPECT_NE(e["forward"][0]["failed"].get<std::string>().find("cannot be told apart"),
+            std::string::npos);
+  EXPECT_EQ(e["forward"][5]["rung"], sc::budget_label("r3", 2.0 * t.ratio()));
+  EXPECT_EQ(e["forward"][5]["from_rungs"], 3);
+  for (size_t i = 3; i < 6; ++i)
+    EXPECT_LT(std::abs(e["forward"][i]["diff_nats"].get<double>()), 1e-6) << e["forward"][i];
+  EXPECT_EQ(f["forward_holdouts"]["n"], 3);
+  // The interval (the seeds' ±0.002) holds the target's law.
+  const json& iv = f["prediction"]["interval"];
+  ASSERT_TRUE(iv.is_object()) << e.dump();
+  EXPECT_EQ(iv["noise_source"], "seeds and residuals");
+  EXPECT_LT(iv["lo"].get<double>(), t(t.nt, t.dt));
+  EXPECT_GT(iv["hi"].get<double>(), t(t.nt, t.dt));
+  EXPECT_LT(iv["hi"].get<double>() - iv["lo"].get<double>(), 0.05);
+  // The canary r4 at each of its budgets, at the end of its run.
+  ASSERT_EQ(f["canaries"].size(), 3u);
+  const double n4 = std::round(t.nt / 2);
+  EXPECT_NEAR(f["canaries"][1]["predictions"][0]["predicted_loss"].get<double>(),
+              t(n4, t.ratio() * n4), 1e-3);
+  EXPECT_EQ(f["canaries"][1]["predictions"].size(), 1u);
+
+  // --compare: the laws in C fit the target's budget; chinchilla's forward error is smallest.
+  o.compare = true;
+  o.law.l_inf = 1.5;
+  o.law.family = sc::LawFamily::Power;
+  const json c = sc::make_forecast(o);
+  const json& law = c["inputs"]["law"];
+  EXPECT_EQ(law["family"], "chinchilla") << law.dump();
+  EXPECT_NE(law["chosen_by"].get<std::string>().find("100% of the target's budget"),
+            std::string::npos);
+  for (const char* name : {"power", "sigmoid", "chinchilla"})
+    ASSERT_TRUE(law["comparison"][name]["final"]["rmse"].is_number()) << name << law.dump();
+  EXPECT_EQ(law["comparison"]["chinchilla"]["final"]["n"], 2);  // r2, r3 at the target's budget
+  EXPECT_EQ(law["comparison"]["power"]["final"]["n"], 2);
+  EXPECT_LT(law["comparison"]["chinchilla"]["final"]["rmse"].get<double>(),
+            law["comparison"]["power"]["final"]["rmse"].get<double>());
+  // The power law of that forecast fitted the four rungs at the target's budget only.
+  o.compare = false;
+  const json p = sc::make_forecast(o);
+  EXPECT_EQ(p["fits"][19]["fit"]["n"], 4);
+  EXPECT_EQ(p["fits"][19]["points"].size(), 8u);
+  // A budget no rung was trained at: the laws in C refuse it, naming the budgets.
+  o.target_tokens_per_param = 3 * t.ratio();
+  EXPECT_THROW(sc::make_forecast(o), marin::Error);
+}
+
+TEST(Chinchilla, NinetyPercentIntervalCoversANewRunIn85To95PercentOf200Ladders) {
+  // 200 synthetic ladders (4 rungs × 3 budgets × 3 seeds, σ = 0.02 nats per run, as the power
+  // law's test) from the known law, E fixed as that test fixes L∞: the 90% interval at the end of
+  // the target's run (4× the largest rung's N) holds a new run of the target 85–95% of the time.
+  // (Measured: 87.5%; with 2 seeds per run 84.5%, the fit's own bias of +0.006 nats showing.)
+  TempDir dir("chinchilla-coverage");
+  const ChinchillaTruth t;
+  const double sigma = 0.02, truth = t(t.nt, t.dt);
+  int covered = 0, total = 0, below = 0;
+  double width = 0, bias = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Gauss g{seed * 104729};
+    nd_ladder(dir, {0.5, 1.0, 2.0}, 3,
+              [&](double n, double d, size_t, int) { return t(n, d) + sigma * g.next(); });
+    sc::ForecastOptions o = tiny_target(dir);
+    o.target_tokens_per_param = t.ratio();
+    o.law.family = sc::LawFamily::Chinchilla;
+    o.law.l_inf = t.E;
+    o.interval_replicates = 200;
+    const json f = sc::make_forecast(o);
+    const json& iv = f["prediction"]["interval"];
+    ASSERT_TRUE(iv.is_object()) << f["fits"][19].dump();
+    const double actual = truth + sigma * g.next();
+    covered += actual >= iv["lo"].get<double>() && actual <= iv["hi"].get<double>();
+    below += actual < iv["lo"].get<double>();
+    width += iv["hi"].get<double>() - iv["lo"].get<double>();
+    bias += f["prediction"]["final_loss"].get<double>() - truth;
+    ++total;
+  }
+  const double rate = double(covered) / total;
+  std::cout << "chinchilla coverage " << rate << " (new run below the interval " << below
+            << " times), mean width " << width / total << ", mean error of the forecast "
+            << bias / total << "\n";
+  EXPECT_GE(rate, 0.85) << "mean width " << width / total;
+  EXPECT_LE(rate, 0.95) << "mean width " << width / total;
+  EXPECT_GT(width / total, 2 * 1.645 * sigma);
+}
+
+// --- the clean-only series ----------------------------------------------------------------------
+
+TEST(Interval, CleanOnlySeriesHasItsOwnInterval) {
+  // Curves with a clean-only loss 0.3 nats above the all-document one and a different seed
+  // spread: the clean-only forecast has its own 90% interval, around its own prediction, in
+  // forecast.json (per fraction and at 100%).
+  TempDir dir("forecast-clean");
+  const double ct = tiny_target_compute();
+  const std::vector<double> cps = {ct / 64 / 20, ct / 32 / 20, ct / 16 / 20, ct / 8 / 20};
+  auto law = [&](double C) { return 1.5 + std::pow(C / ct, -0.25); };
+  Gauss g{11};
+  json lj = synthetic_ladder(dir, cps, 3,
+                             [&](double C, size_t, int) { return law(C) + 0.01 * g.next(); });
+  for (auto& r : lj["rungs"])
+    for (auto& p : r["curve"]) p["clean_loss"] = p["loss"].get<double>() + 0.3 + 0.03 * g.next();
+  std::ofstream(dir.str("ladder.json")) << lj.dump(2) << "\n";
+  sc::ForecastOptions o = tiny_target(dir);
+  o.law.l_inf = 1.5;
+  const json f = sc::make_forecast(o);
+  const json& iv = f["prediction"]["interval"];
+  const json& civ = f["prediction"]["clean_interval"];
+  ASSERT_TRUE(iv.is_object());
+  ASSERT_TRUE(civ.is_object()) << f["prediction"].dump();
+  EXPECT_EQ(civ, f["fits"][19]["clean_interval"]);
+  EXPECT_TRUE(f["fits"][4]["clean_interval"].is_object());
+  const double cp = f["prediction"]["clean_final_loss"].get<double>();
+  EXPECT_LT(civ["lo"].get<double>(), cp);
+  EXPECT_GT(civ["hi"].get<double>(), cp);
+  EXPECT_NEAR(cp - f["prediction"]["final_loss"].get<double>(), 0.3, 0.1);
+  // Its own noise (3× the seeds' spread): wider than the all-document interval.
+  EXPECT_GT(civ["hi"].get<double>() - civ["lo"].get<double>(),
+            1.5 * (iv["hi"].get<double>() - iv["lo"].get<double>()));
+  // The clean series has no canaries of its own and the compare run no interval.
+  EXPECT_FALSE(f["fits"][19].contains("clean_canaries"));
 }

@@ -566,6 +566,13 @@ TEST(LadderCli, MacroLossLadderForecastAndCleanComparison) {
   EXPECT_EQ(f["prediction"]["metric"], "macro_loss");
   ASSERT_TRUE(f["prediction"]["clean_final_loss"].is_number()) << f["prediction"].dump();
   EXPECT_TRUE(f["fits"][19]["clean_fit"].is_object());
+  // The clean-only forecast has its own interval (from its own residuals), printed.
+  const json& civ = f["prediction"]["clean_interval"];
+  ASSERT_TRUE(civ.is_object()) << f["prediction"].dump();
+  EXPECT_LT(civ["lo"].get<double>(), f["prediction"]["clean_final_loss"].get<double>());
+  EXPECT_GT(civ["hi"].get<double>(), f["prediction"]["clean_final_loss"].get<double>());
+  EXPECT_NE(civ, f["prediction"]["interval"]);
+  EXPECT_NE(r.out.find("at 100%, clean-only documents: ["), std::string::npos) << r.out;
 
   r = run("train --config " + target + " --set num_layers=4 --batch 2 --steps 20 --data " +
           tmp.str("mix.toml") + " --token-dir " + tmp.str("tokens") + " --tokenizer " +
@@ -580,6 +587,10 @@ TEST(LadderCli, MacroLossLadderForecastAndCleanComparison) {
                    f["prediction"]["clean_final_loss"].get<double>());
   EXPECT_DOUBLE_EQ(rep["all_minus_clean_nats"].get<double>(),
                    rep["actual"].get<double>() - rep["clean"]["actual"].get<double>());
+  EXPECT_EQ(rep["clean"]["interval"], civ);
+  EXPECT_EQ(rep["clean"]["inside_interval"].get<bool>(),
+            rep["clean"]["actual"].get<double>() >= civ["lo"].get<double>() &&
+                rep["clean"]["actual"].get<double>() <= civ["hi"].get<double>());
   // Every forecast fraction (one step each here) was scored with the metric and compared.
   std::ifstream mf(tmp.str("t/metrics.jsonl"));
   int records = 0;
@@ -618,6 +629,92 @@ TEST(LadderCli, CpuLadderConfigValidates) {
                           double(marin::steps_for_budget(target, 8, c.tokens_per_param));
   const auto& big = c.rungs.back();
   EXPECT_GE(target_c, 4.0 * big.compute_per_step * double(big.steps));
+}
+
+TEST(LadderCli, BudgetsTrainAsTheirOwnRunsAndFeedTheChinchillaLaw) {
+  // Two rungs at two budgets: four runs, each in its own directory with its own schedule,
+  // recorded in ladder.json; a rerun retrains nothing; the chinchilla law fits the four ends of
+  // run and the power law the rungs at the target's budget.
+  TempDir tmp("scaling-budgets");
+  write_rows(tmp.str("train.bin"), 256, 7);
+  write_rows(tmp.str("valid.bin"), 16, 99);
+  std::ofstream(tmp.str("ladder.toml"))
+      << "[ladder]\nname = \"b\"\nwidths = [32, 48]\nlayers = [2, 2]\n"
+         "tokens_per_param = [0.25, 0.5]\nseed = 1\neval_batches = 1\nckpt_every_percent = 25\n"
+         "[batch]\nbase = 2\nbase_width = 32\n"
+         "[family]\nhead_dim = 8\nnum_experts = 8\ntop_k = 2\ngated_norm_rank = 16\n"
+         "seq_len = 64\nsliding_window = 32\nvocab_size = 512\n";
+  const std::string dir = tmp.str("ladder");
+  const std::string cmd = "ladder --config " + tmp.str("ladder.toml") + " --out " + dir +
+                          " --rows " + tmp.str("train.bin") + " --valid-rows " +
+                          tmp.str("valid.bin");
+  auto r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json lj = load_json(dir + "/ladder.json");
+  EXPECT_EQ(lj["ladder"]["budgets"], json::array({0.25, 0.5}));
+  ASSERT_EQ(lj["rungs"].size(), 4u);
+  const char* runs[] = {"d32-tpp0.25", "d32-tpp0.5", "d48-tpp0.25", "d48-tpp0.5"};
+  for (size_t i = 0; i < 4; ++i) {
+    const json& rg = lj["rungs"][i];
+    EXPECT_EQ(rg["run"], runs[i]);
+    EXPECT_EQ(rg["label"], runs[i]);
+    EXPECT_EQ(rg["tokens_per_param"], i % 2 ? 0.5 : 0.25);
+    EXPECT_EQ(rg["status"], "done");
+    EXPECT_EQ(rg["curve"].size(), 20u);
+    EXPECT_EQ(rg["dir"], dir + "/rung-" + runs[i]);
+    // The run's own schedule: trained to its own steps.
+    const json rj = load_json(dir + "/rung-" + runs[i] + "/run.json");
+    EXPECT_EQ(rj["options"]["steps"], rg["steps"]) << rj.dump();
+  }
+  EXPECT_GT(lj["rungs"][1]["steps"].get<int64_t>(), lj["rungs"][0]["steps"].get<int64_t>());
+  r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rung d48-tpp0.5 is done"), std::string::npos) << r.out;
+  EXPECT_EQ(load_json(dir + "/ladder.json"), lj);
+
+  r = run("forecast --ladder " + dir + " --preset tiny --target-steps 20 --l-inf 1 --law " +
+          "chinchilla --out " + tmp.str("fc.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("chinchilla: E 1.0000 (fixed)"), std::string::npos) << r.out;
+  const json fc = load_json(tmp.str("fc.json"));
+  EXPECT_EQ(fc["inputs"]["law"]["family"], "chinchilla");
+  EXPECT_EQ(fc["fits"][19]["fit"]["n"], 4);
+  EXPECT_TRUE(fc["prediction"]["final_loss"].is_number());
+  r = run("forecast --ladder " + dir + " --preset tiny --target-steps 20 --l-inf 1 --out " +
+          tmp.str("fp.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json fp = load_json(tmp.str("fp.json"));
+  EXPECT_EQ(fp["fits"][19]["fit"]["n"], 2);  // d32 and d48 at 0.25, the target's budget
+  EXPECT_EQ(fp["fits"][19]["points"][1]["rung"], "d48-tpp0.25");
+}
+
+TEST(LadderCli, SecondCpuExperimentConfigValidates) {
+  // configs/ladder_cpu5.toml (issue 17 item 6, docs/experiments.md "to run"): d96/L3, d128/L4,
+  // d160/L5 at 5 tokens per parameter, batches on the rule, two seeds each and three for d160, a
+  // canary d192/L6 (one seed), learning rates 2× the rule, the macro loss every 5%.
+  auto c = sc::LadderConfig::load(MARIN_SOURCE_DIR "/configs/ladder_cpu5.toml");
+  std::vector<std::string> runs;
+  for (auto& r : c.rungs) runs.push_back(r.run);
+  EXPECT_EQ(runs, (std::vector<std::string>{"d96-seed0", "d96-seed1", "d128-seed0", "d128-seed1",
+                                            "d160-seed0", "d160-seed1", "d160-seed2", "d192"}));
+  for (auto& r : c.rungs) {
+    EXPECT_EQ(r.tokens_per_param, 5.0) << r.run;
+    EXPECT_EQ(r.model.num_layers, r.model.hidden_dim / 32) << r.run;
+    EXPECT_EQ(double(r.batch), r.rule_batch) << r.run;  // 3, 4, 5, 6: on the rule
+    EXPECT_EQ(r.canary, r.name == "d192") << r.run;
+  }
+  EXPECT_EQ(c.lr_multiplier, 2.0);
+  EXPECT_EQ(c.keep_every_percent, 5);
+  EXPECT_EQ(c.eval_source.value("metric", ""), "macro_loss");
+  // The target (configs/ladder_cpu_target.toml, d224/L7) at the rule's batch 7 and the ladder's
+  // budget: 6.6× the compute of d160.
+  const marin::ModelConfig target =
+      marin::ModelConfig::from_toml_file(MARIN_SOURCE_DIR "/configs/ladder_cpu_target.toml");
+  EXPECT_EQ(c.batch.batch_for(target.hidden_dim), 7);
+  const double target_c =
+      marin::forecast_flops_per_step(target, 7) * double(c.steps_for(target, 7));
+  const auto& d160 = c.rungs[4];
+  EXPECT_NEAR(target_c / (d160.compute_per_step * double(d160.steps)), 6.6, 0.05);
 }
 
 TEST(LadderCli, ForecastRefusesAnUnfinishedLadder) {

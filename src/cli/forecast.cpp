@@ -1,5 +1,6 @@
 // marin forecast: fits a law (L = L∞ + A·C^(−α), or a sigmoid in ln C) across the rungs of a
-// finished ladder at every 5% of training and predicts a target run (recipe.md §9,
+// finished ladder at every 5% of training, or chinchilla's E + A/N^α + B/D^β over the ends of the
+// runs of a ladder of several budgets, and predicts a target run (recipe.md §9,
 // docs/scaling.md), with a prediction interval, forward holdouts and the canaries' forecasts.
 // Writes forecast.json, the pre-registration (binding the target's options), and optionally a PNG.
 #include <fmt/core.h>
@@ -24,7 +25,7 @@ struct ForecastCli {
   ModelOptions model;
   std::string ladder, target, out = "forecast.json", plot, law = "power", score_canaries;
   int64_t steps = 0, batch = 0;
-  double l_inf = 1.5;
+  double l_inf = 1.5, tokens_per_param = 0;
   bool fit_l_inf = false, force = false, compare = false;
   std::vector<std::string> metrics;  // --metric TASK/METRIC: downstream metrics from the loss
   double metric_floor = 0, metric_ceiling = 1;
@@ -71,7 +72,8 @@ int run_forecast(const ForecastCli& a) {
   o.target_name = preset.empty() ? config : preset;
   // The batch is the ladder's rule at the target's width; --target-batch overrides it (recorded).
   o.target_batch = a.batch;
-  o.target_steps = a.steps;  // 0: the ladder's budget
+  o.target_steps = a.steps;                        // 0: the ladder's budget
+  o.target_tokens_per_param = a.tokens_per_param;  // 0: the ladder's first budget
   o.law.family = scaling::parse_law(a.law);
   o.law.l_inf = a.fit_l_inf ? std::nullopt : std::optional<double>(a.l_inf);
   o.compare = a.compare;
@@ -121,13 +123,25 @@ int run_forecast(const ForecastCli& a) {
   fmt::print("{:>5} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>19}  {}\n", "g", "A", "alpha", "L_inf",
              "R2", "LOO rmse", "predicted", "interval",
              "forward holdouts (predicted − actual, from the smaller rungs)");
+  std::string last_error;
   for (auto& e : f["fits"]) {
     const double g = e["fraction"].get<double>();
     if (e["fit"].is_null()) {
-      fmt::print("{:>4.0f}% {}\n", 100 * g, e.value("error", "fit failed"));
+      // The same reason at every fraction (the chinchilla law's intermediate ones) once.
+      const std::string why = e.value("error", "fit failed");
+      if (why != last_error) fmt::print("{:>4.0f}% {}\n", 100 * g, why);
+      last_error = why;
       continue;
     }
+    last_error.clear();
     const auto& fit = e["fit"];
+    if (fit.value("law", "") == "chinchilla")
+      fmt::print(
+          "{:>4.0f}% chinchilla: E {:.4f}{}, A {:.4e}, alpha {:.4f}, B {:.4e}, beta {:.4f}, "
+          "over {} rungs x budgets\n",
+          100 * g, fit["E"].get<double>(), fit["l_inf_fitted"].get<bool>() ? "" : " (fixed)",
+          fit["A"].get<double>(), fit["alpha"].get<double>(), fit["B"].get<double>(),
+          fit["beta"].get<double>(), fit["n"].get<int64_t>());
     const auto iv = e.value("interval", nlohmann::json());
     std::string fwd;
     for (auto& h : e.value("forward", nlohmann::json::array()))
@@ -156,6 +170,12 @@ int run_forecast(const ForecastCli& a) {
     fmt::print("{:.0f}% prediction interval at 100%: [{:.4f}, {:.4f}] ({} noise, {})\n",
                100 * iv["level"].get<double>(), iv["lo"].get<double>(), iv["hi"].get<double>(),
                iv["noise_source"].get<std::string>(), "parametric bootstrap over the rungs");
+  if (const auto& iv = f["prediction"].value("clean_interval", nlohmann::json()); iv.is_object())
+    fmt::print(
+        "{:.0f}% prediction interval at 100%, clean-only documents: [{:.4f}, {:.4f}] ({:.4f} "
+        "predicted; {} noise)\n",
+        100 * iv["level"].get<double>(), iv["lo"].get<double>(), iv["hi"].get<double>(),
+        f["prediction"].value("clean_final_loss", 0.0), iv["noise_source"].get<std::string>());
   for (auto& c : f.value("canaries", nlohmann::json::array()))
     if (!c["predictions"].empty())
       fmt::print("canary {}: predicted {:.4f} at 100% (train it next: marin ladder --canaries)\n",
@@ -221,12 +241,18 @@ MARIN_COMMAND(
                      "target steps (default: the ladder's tokens-per-param budget)");
       app.add_option("--target-batch", a->batch,
                      "override the ladder's batch rule for the target (recorded as an override)");
-      app.add_option("--law", a->law, "power (L∞ + A·C^−α) or sigmoid (in ln C, ceiling ln V)")
-          ->check(CLI::IsMember({"power", "sigmoid"}));
+      app.add_option("--law", a->law,
+                     "power (L∞ + A·C^−α), sigmoid (in ln C, ceiling ln V) or chinchilla "
+                     "(E + A/N^α + B/D^β over the end-of-run points; needs rungs at ≥ 2 budgets)")
+          ->check(CLI::IsMember({"power", "sigmoid", "chinchilla"}));
+      app.add_option("--target-tokens-per-param", a->tokens_per_param,
+                     "the target's budget (default: the ladder's first); on a ladder of several "
+                     "budgets the laws in C fit the rungs at it");
       app.add_flag("--compare", a->compare,
                    "fit every law, print their forward-holdout errors, and choose the smallest "
                    "(unless --law is given)");
-      auto* li = app.add_option("--l-inf", a->l_inf, "fixed irreducible loss L∞")->default_val(1.5);
+      auto* li = app.add_option("--l-inf", a->l_inf, "fixed irreducible loss L∞ (chinchilla: E)")
+                     ->default_val(1.5);
       app.add_flag("--fit-l-inf", a->fit_l_inf, "fit L∞ (variable projection)")->excludes(li);
       app.add_option("--out", a->out, "forecast file")->default_val("forecast.json");
       app.add_option("--plot", a->plot, "also write this PNG (scripts/plot_forecast.py)");

@@ -1,6 +1,7 @@
 // marin ladder: trains the rungs of a scaling ladder (recipe.md §9, docs/scaling.md) in order,
 // resumably, and writes DIR/ladder.json with every rung's compute and loss curve.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -23,21 +24,25 @@ void print_plan(const scaling::LadderConfig& c) {
   fmt::print(
       "ladder {} ({}): {} tokens per active parameter, {} evaluations per rung, learning rates "
       "{}× the rule\n",
-      c.name, c.path, c.tokens_per_param, scaling::kFractions, c.lr_multiplier);
-  fmt::print("{:<18} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12} {:>11} {:>10} {:>10}\n",
-             "rung", "d", "L", "heads", "batch", "active", "S", "steps", "tokens", "C (no head)",
-             "muonh_lr", "adam_lr");
+      c.name, c.path, fmt::join(c.budgets, ", "), scaling::kFractions, c.lr_multiplier);
+  fmt::print(
+      "{:<24} {:>6} {:>4} {:>5} {:>5} {:>13} {:>6} {:>7} {:>8} {:>12} {:>11} {:>10} {:>10}\n",
+      "run", "d", "L", "heads", "batch", "active", "tpp", "S", "steps", "tokens", "C (no head)",
+      "muonh_lr", "adam_lr");
+  double total = 0;
   for (auto& r : c.rungs) {
     const double tokens = double(r.steps) * double(r.batch) * double(r.model.seq_len);
     const HyperParams h = heuristic_hparams(r.model.hidden_dim, r.batch, r.model.seq_len, r.steps);
     fmt::print(
-        "{:<18} {:>6} {:>4} {:>5} {:>5} {:>13} {:>7} {:>8} {:>12.4e} {:>11.4e} {:>10.3e} "
+        "{:<24} {:>6} {:>4} {:>5} {:>5} {:>13} {:>6g} {:>7} {:>8} {:>12.4e} {:>11.4e} {:>10.3e} "
         "{:>10.3e}\n",
         r.run + (r.canary ? " (canary)" : ""), r.model.hidden_dim, r.model.num_layers,
-        r.model.num_heads, r.batch, r.active_params, r.model.seq_len, r.steps, tokens,
-        r.compute_per_step * double(r.steps), h.muonh_lr * c.lr_multiplier,
+        r.model.num_heads, r.batch, r.active_params, r.tokens_per_param, r.model.seq_len, r.steps,
+        tokens, r.compute_per_step * double(r.steps), h.muonh_lr * c.lr_multiplier,
         h.adam_lr * c.lr_multiplier);
+    total += r.compute_per_step * double(r.steps);
   }
+  fmt::print("{} runs, C = {:.4e} FLOPs in all (without the LM head)\n", c.rungs.size(), total);
 }
 
 int run_ladder(const LadderCli& a) {

@@ -21,16 +21,21 @@
 
 namespace marin::scaling {
 
-enum class LawFamily { Power, Sigmoid };
+// Chinchilla's law (docs/scaling.md "The chinchilla law") is not a curve in C but a surface in
+// the active parameters N and the training tokens D, L = E + A/N^α + B/D^β, fitted on the
+// end-of-run points of rungs trained at several token budgets (fit_chinchilla below).
+enum class LawFamily { Power, Sigmoid, Chinchilla };
 const char* law_name(LawFamily f);
-LawFamily parse_law(const std::string& name);  // "power" | "sigmoid" (marin::Error otherwise)
+// "power" | "sigmoid" | "chinchilla" (marin::Error otherwise)
+LawFamily parse_law(const std::string& name);
 
 // Which law: the family, L∞ fixed (a value) or fitted (nullopt), and the sigmoid's ceiling.
 struct LawSpec {
   LawFamily family = LawFamily::Power;
   std::optional<double> l_inf = 1.5;
   double ceiling = 0;  // sigmoid: U = ln V
-  int parameters() const { return l_inf ? 2 : 3; }
+  // Free parameters: A, α (and L∞); chinchilla: A, α, B, β (and E = L∞).
+  int parameters() const { return (family == LawFamily::Chinchilla ? 4 : 2) + (l_inf ? 0 : 1); }
   nlohmann::json to_json() const;
 };
 
@@ -111,5 +116,48 @@ Interval prediction_interval(const std::vector<double>& compute, const std::vect
                              const std::vector<double>& w, const Fitter& fit, int parameters,
                              const PointNoise& noise, double target_compute, double level = 0.9,
                              int replicates = 400, uint64_t seed = 0x5eed);
+// The same bootstrap for any law: `refit(y)` fits the law to losses y at the fixed points and
+// returns its values at those points and its prediction of the target (marin::Error when it
+// cannot fit them).
+using Refit = std::function<std::pair<std::vector<double>, double>(const std::vector<double>& y)>;
+Interval prediction_interval(const std::vector<double>& loss, const Refit& refit, int parameters,
+                             const PointNoise& noise, double level = 0.9, int replicates = 400,
+                             uint64_t seed = 0x5eed);
+
+// --- the chinchilla law
+// ---------------------------------------------------------------------------
+
+// The end-of-run points of a ladder: one per rung × budget (the mean over its seeds), with the
+// active parameters N, the training tokens D, the rung it belongs to (leave-one-rung-out) and its
+// nominal budget (tokens per parameter: identifiability).
+struct NDPoints {
+  std::vector<double> n, d, loss, w;  // w empty: every point weighs 1
+  std::vector<int> rung;              // empty: each point is its own rung
+  std::vector<double> budget;         // nominal tokens per parameter of each point
+  NDPoints subset(const std::vector<bool>& keep) const;
+};
+
+struct ChinchillaFit {
+  double E = 0, A = 0, alpha = 0, B = 0, beta = 0;
+  bool e_fitted = false;
+  int n = 0;
+  double sse = 0, r2 = 0;  // Σ w·(L − L̂)², 1 − SSE/SST in loss space
+  // Leave-one-rung-out: every budget of a rung left out together and predicted by the others;
+  // error = L̂ − L per point (nats). Empty when the rest cannot determine the law.
+  std::vector<double> loo_errors;
+  double loo_rmse = 0, loo_max_abs = 0;
+  double predict(double n_params, double tokens) const;
+  nlohmann::json to_json() const;
+};
+
+// L = E + A/N^α + B/D^β by variable projection: for fixed (α, β) the law is linear in (E, A, B)
+// (E given: in (A, B)), solved by weighted least squares with A, B ≥ 0 (the best feasible of the
+// four active sets); (α, β) minimise the loss-space SSE, by a grid in [0.02, 2]² then
+// Nelder–Mead. Refuses (marin::Error) points at fewer than 2 budgets — with one budget D ∝ N and
+// the N and D terms cannot be told apart — fewer than 3 distinct N with E fitted (2 with E
+// fixed), or fewer points than parameters. No leave-one-out.
+ChinchillaFit fit_chinchilla(const NDPoints& p, std::optional<double> e_fixed);
+// fit_chinchilla plus the leave-one-rung-out errors.
+ChinchillaFit fit_chinchilla_law(const NDPoints& p, std::optional<double> e_fixed);
 
 }  // namespace marin::scaling

@@ -1,6 +1,7 @@
 #include "scaling/forecast.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,12 +32,63 @@ std::string utc_now() {
 
 namespace {
 
-// The runs of one rung (one per seed), in ladder order.
+// The runs of one rung at one token budget (one per seed), in ladder order.
 struct Group {
-  std::string name;
+  std::string name;   // the rung
+  std::string label;  // the rung at its budget: "d128-tpp5" (the name when it has one budget)
+  double tpp = 0;     // tokens per active parameter
+  int rung = 0;       // the rung's index (by name) in ladder order: smaller rungs first
   bool canary = false;
   std::vector<const json*> runs;
+  double n_params() const { return runs.front()->at("active_params").get<double>(); }
+  double tokens() const { return runs.front()->at("tokens").get<double>(); }  // at 100%
+  int64_t steps() const { return runs.front()->at("steps").get<int64_t>(); }
+  double compute_per_step() const { return runs.front()->at("compute_per_step").get<double>(); }
 };
+
+// Two budgets are the same when they print the same (budget_label's {:g}).
+bool same_budget(double a, double b) {
+  return budget_label("", a) == budget_label("", b);
+}
+
+std::vector<Group> group_runs(const json& ladder) {
+  const double def = ladder.at("ladder").at("tokens_per_param").get<double>();
+  std::vector<Group> groups;
+  std::vector<std::string> rungs;
+  for (auto& r : ladder.at("rungs")) {
+    const std::string name = r.at("name");
+    const std::string label = r.value("label", name);  // absent: a ladder.json of one budget
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& g) { return g.label == label; });
+    if (it == groups.end()) {
+      auto rn = std::find(rungs.begin(), rungs.end(), name);
+      if (rn == rungs.end()) rn = rungs.insert(rungs.end(), name);
+      groups.push_back({name,
+                        label,
+                        r.value("tokens_per_param", def),
+                        int(rn - rungs.begin()),
+                        r.value("canary", false),
+                        {}});
+      it = groups.end() - 1;
+    }
+    it->runs.push_back(&r);
+  }
+  return groups;
+}
+
+// Why the chinchilla law needs several budgets (the refusal of --law chinchilla).
+std::string chinchilla_budget_error(size_t budgets) {
+  return fmt::format(
+      "--law chinchilla needs rungs trained at 2 or more token budgets, and the ladder has {}: at "
+      "one budget D is proportional to N, so A/N^alpha and B/D^beta cannot be told apart, and a "
+      "run's intermediate checkpoints do not count (they are confounded by its decaying "
+      "schedule). Give the rungs several budgets (tokens_per_param = [5, 10] in the ladder file)",
+      budgets);
+}
+
+const char* kChinchillaIntermediate =
+    "the chinchilla law is fitted on the end-of-run (100%) points only: a run's intermediate "
+    "checkpoints are confounded by its decaying schedule";
 
 // The fitted rungs at one fraction: compute, each rung's mean loss over its seeds, the weights
 // (inverse variance of each mean; empty: equal) and the noise the interval draws from.
@@ -163,7 +215,7 @@ json summarise_forward(const json& fits, const char* key) {
 struct LawRun {
   json fits = json::array();
   std::optional<double> final_loss, final_clean;
-  json final_interval;
+  json final_interval, final_clean_interval;
 };
 
 }  // namespace
@@ -182,41 +234,35 @@ json make_forecast_unchecked(const ForecastOptions& o) {
   const std::string hash = xxh64_hex(read_file(file));
   o.target.validate();
 
-  // Rungs by name (their seeds), canaries apart: every fitted run must be done; a canary is
-  // trained after the forecast, which records its prediction.
-  std::vector<Group> groups;
-  for (auto& r : ladder.at("rungs")) {
-    const std::string name = r.at("name");
-    if (groups.empty() || groups.back().name != name) {
-      groups.push_back({name, r.value("canary", false), {}});
-    }
-    groups.back().runs.push_back(&r);
-  }
-  std::vector<std::string> names;
+  // Runs by rung and budget (their seeds), canaries apart: every fitted run must be done; a
+  // canary is trained after the forecast, which records its prediction.
+  const std::vector<Group> groups = group_runs(ladder);
   for (auto& g : groups)
     for (const json* r : g.runs)
       if (!g.canary && (r->value("status", "") != "done" || !r->contains("curve")))
         fail("{}: rung {} is not done (status {}); finish the ladder first", file,
-             r->value("run", g.name), r->value("status", "?"));
+             r->value("run", g.label), r->value("status", "?"));
+  std::set<std::string> budget_set;
   for (auto& g : groups) {
     if (g.canary) continue;
-    names.push_back(g.name);
+    budget_set.insert(budget_label("", g.tpp));
     for (const json* r : g.runs) {
       const json& curve = r->at("curve");
       if (int64_t(curve.size()) != kFractions)
-        fail("{}: rung {} has {} evaluations, expected {}", file, r->value("run", g.name),
+        fail("{}: rung {} has {} evaluations, expected {}", file, r->value("run", g.label),
              curve.size(), kFractions);
       for (int64_t k = 1; k <= kFractions; ++k) {
         const double g_k = double(k) / double(kFractions), at = curve[k - 1].at("fraction");
         if (std::abs(at - g_k) > 1e-9)
           fail("{}: rung {} evaluation {} is at fraction {}, expected {}", file,
-               r->value("run", g.name), k, at, g_k);
+               r->value("run", g.label), k, at, g_k);
       }
     }
   }
-  if (names.size() < size_t(o.law.parameters()))
-    fail("{}: {} fitted rungs; a fit with L∞ {} needs at least {}", file, names.size(),
-         o.law.l_inf ? "fixed" : "fitted", o.law.parameters());
+  const size_t budgets = budget_set.size();
+  const bool several = budgets > 1;
+  const bool chinchilla = o.law.family == LawFamily::Chinchilla;
+  if (chinchilla && budgets < 2) fail("{}: {}", file, chinchilla_budget_error(budgets));
 
   const LadderConfig recipe = LadderConfig::recipe_from_json(ladder.at("ladder"), file);
   // The target: the batch from the ladder's rule (an override is recorded as one), the budget
@@ -227,8 +273,29 @@ json make_forecast_unchecked(const ForecastOptions& o) {
   const int64_t target_batch =
       batch_override ? o.target_batch : recipe.batch.batch_for(o.target.hidden_dim);
   if (o.target_steps < 0) fail("forecast: the target's steps must be positive");
+  if (o.target_tokens_per_param < 0)
+    fail("forecast: the target's tokens per parameter must be positive");
+  const double target_tpp =
+      o.target_tokens_per_param > 0 ? o.target_tokens_per_param : recipe.tokens_per_param;
   const int64_t target_steps =
-      o.target_steps > 0 ? o.target_steps : recipe.steps_for(o.target, target_batch);
+      o.target_steps > 0 ? o.target_steps : recipe.steps_for(o.target, target_batch, target_tpp);
+  // The laws in C fit one budget: the target's (every rung, when the ladder has one budget);
+  // the chinchilla law fits every rung × budget.
+  std::vector<Group> cgroups;
+  for (auto& g : groups)
+    if (!several || same_budget(g.tpp, target_tpp)) cgroups.push_back(g);
+  std::vector<std::string> names;
+  for (auto& g : cgroups)
+    if (!g.canary) names.push_back(g.label);
+  if (!chinchilla && several && names.empty())
+    fail(
+        "{}: no rung was trained at the target's budget of {} tokens per parameter (budgets: {}): "
+        "the {} law fits the rungs at the target's budget (--target-tokens-per-param), the "
+        "chinchilla law every budget",
+        file, target_tpp, fmt::join(budget_set, ", "), law_name(o.law.family));
+  if (!chinchilla && names.size() < size_t(o.law.parameters()))
+    fail("{}: {} fitted rungs; a fit with L∞ {} needs at least {}", file, names.size(),
+         o.law.l_inf ? "fixed" : "fitted", o.law.parameters());
   const TrainOptions topt = recipe.run_options(o.target, target_batch, target_steps, recipe.seed);
   json bound = json::object();
   const json all_opts = topt.to_json();
@@ -240,48 +307,59 @@ json make_forecast_unchecked(const ForecastOptions& o) {
 
   const double target_per_step = forecast_flops_per_step(o.target, target_batch);
   const Accounting ta = account(o.target);
+  const double target_n = double(ta.active_params);
+  const double target_tokens =
+      double(target_steps) * double(target_batch) * double(o.target.seq_len);
   json rung_inputs = json::array();
   for (auto& g : groups) {
     const json& r = *g.runs.front();
     json seeds = json::array();
     for (const json* x : g.runs) seeds.push_back(x->value("seed", recipe.seed));
     rung_inputs.push_back({{"name", g.name},
+                           {"label", g.label},
+                           {"tokens_per_param", g.tpp},
                            {"canary", g.canary},
                            {"seeds", seeds},
                            {"compute_per_step", r.at("compute_per_step")},
                            {"steps", r.at("steps")},
                            {"batch", r.at("batch")},
+                           {"tokens", r.value("tokens", json())},
                            {"active_params", r.at("active_params")}});
   }
+  // Every run's point at one fraction.
+  auto points_at = [&](const std::vector<Group>& gs, size_t at) {
+    json points = json::array();
+    for (auto& gr : gs) {
+      if (gr.canary) continue;
+      for (const json* r : gr.runs) {
+        const json& p = r->at("curve").at(at);
+        points.push_back({{"rung", gr.label},
+                          {"seed", r->value("seed", recipe.seed)},
+                          {"step", p.at("step")},
+                          {"compute", p.at("compute")},
+                          {"loss", p.at("loss")}});
+        if (several) points.back()["tokens_per_param"] = gr.tpp;
+        if (p.contains("clean_loss")) points.back()["clean_loss"] = p["clean_loss"];
+      }
+    }
+    return points;
+  };
 
-  // One law over every fraction: fits, target prediction and interval, forward holdouts and
+  // One law in C over every fraction: fits, target prediction and interval, forward holdouts and
   // the canaries' predictions.
-  auto run_law = [&](LawSpec spec, bool full) {
+  auto run_compute_law = [&](LawSpec spec, bool full) {
     if (spec.family == LawFamily::Sigmoid) spec.ceiling = std::log(double(o.target.vocab_size));
     const Fitter fitter = law_fitter(spec);
     LawRun out;
     for (int64_t k = 1; k <= kFractions; ++k) {
       const double g = double(k) / double(kFractions);
       const size_t at = size_t(k - 1);
-      const Series s = series_at(groups, at, "loss"), sc = series_at(groups, at, "clean_loss");
+      const Series s = series_at(cgroups, at, "loss"), sc = series_at(cgroups, at, "clean_loss");
       const double target_compute = target_per_step * g * double(target_steps);
-      json points = json::array();
-      for (auto& gr : groups) {
-        if (gr.canary) continue;
-        for (const json* r : gr.runs) {
-          const json& p = r->at("curve").at(at);
-          points.push_back({{"rung", gr.name},
-                            {"seed", r->value("seed", recipe.seed)},
-                            {"step", p.at("step")},
-                            {"compute", p.at("compute")},
-                            {"loss", p.at("loss")}});
-          if (p.contains("clean_loss")) points.back()["clean_loss"] = p["clean_loss"];
-        }
-      }
       json e = {{"fraction", g},
                 {"target_step", std::llround(g * double(target_steps))},
                 {"target_compute", target_compute},
-                {"points", points}};
+                {"points", points_at(cgroups, at)}};
       if (s.w.size() || s.noise.dof > 0) {
         e["means"] = s.mean;
         e["weights"] = s.w;
@@ -289,7 +367,7 @@ json make_forecast_unchecked(const ForecastOptions& o) {
       // One fit per loss series; `prefix` names its keys ("" or "clean_"). A fraction where the
       // fit fails carries the error instead of a prediction.
       auto fit_into = [&](const Series& ser, const std::string& prefix,
-                          std::optional<double>& final_loss, bool diagnostics) {
+                          std::optional<double>& final_loss, json& final_interval) {
         std::optional<PowerLawFit> fitted;
         try {
           const PowerLawFit f = fit_law(ser.c, ser.mean, spec, ser.w);
@@ -303,53 +381,194 @@ json make_forecast_unchecked(const ForecastOptions& o) {
           e[prefix + "error"] = err.what();
         }
         e[prefix + "forward"] = forward_holdouts(ser, names, fitter);
-        if (!diagnostics || !fitted) return;
+        if (!full || !fitted) return;
         try {
           const Interval iv = prediction_interval(ser.c, ser.mean, ser.w, fitter, spec.parameters(),
                                                   ser.noise, target_compute, o.interval_level,
                                                   o.interval_replicates, 0x5eed + uint64_t(k));
           e[prefix + "interval"] = iv.to_json();
-          if (k == kFractions) out.final_interval = iv.to_json();
+          if (k == kFractions) final_interval = iv.to_json();
         } catch (const Error& err) {
           e[prefix + "interval"] = nullptr;
           e[prefix + "interval_error"] = err.what();
         }
+        if (!prefix.empty()) return;  // the canaries are scored on the all-document loss
         // The canaries at this fraction of their own steps.
         json can = json::array();
-        for (auto& gr : groups) {
+        for (auto& gr : cgroups) {
           if (!gr.canary) continue;
-          const json& r = *gr.runs.front();
-          const double cc =
-              r.at("compute_per_step").get<double>() * g * double(r.at("steps").get<int64_t>());
-          can.push_back({{"rung", gr.name},
-                         {"step", std::llround(g * double(r.at("steps").get<int64_t>()))},
+          const double cc = gr.compute_per_step() * g * double(gr.steps());
+          can.push_back({{"rung", gr.label},
+                         {"step", std::llround(g * double(gr.steps()))},
                          {"compute", cc},
                          {"predicted_loss", fitted->predict(cc)}});
         }
         if (!can.empty()) e[prefix + "canaries"] = can;
       };
-      fit_into(s, "", out.final_loss, full);
+      fit_into(s, "", out.final_loss, out.final_interval);
       // The same law fitted on the clean-only macro loss (contaminated documents left out), so
       // that the target's clean loss is compared with a forecast of the same quantity.
-      if (sc.complete && !sc.c.empty()) fit_into(sc, "clean_", out.final_clean, false);
+      if (sc.complete && !sc.c.empty())
+        fit_into(sc, "clean_", out.final_clean, out.final_clean_interval);
       out.fits.push_back(e);
     }
     return out;
   };
 
-  // The law: as given, or chosen by the smallest forward-holdout RMSE over every fraction.
+  // The chinchilla law: one fit over the end-of-run points of every rung × budget (no prediction
+  // at the earlier fractions), with the same diagnostics: leave-one-rung-out, forward holdouts
+  // (every budget of a rung predicted from the smaller rungs), the interval and the canaries.
+  auto run_chinchilla = [&](const LawSpec& spec, bool full) {
+    LawRun out;
+    std::vector<const Group*> fitted_groups;
+    for (auto& g : groups)
+      if (!g.canary) fitted_groups.push_back(&g);
+    for (int64_t k = 1; k <= kFractions; ++k) {
+      const double g = double(k) / double(kFractions);
+      const size_t at = size_t(k - 1);
+      json e = {{"fraction", g},
+                {"target_step", std::llround(g * double(target_steps))},
+                {"target_compute", target_per_step * g * double(target_steps)},
+                {"points", points_at(groups, at)}};
+      if (k < kFractions) {
+        e["fit"] = nullptr;
+        e["predicted_loss"] = nullptr;
+        e["error"] = kChinchillaIntermediate;
+        out.fits.push_back(e);
+        continue;
+      }
+      const Series s = series_at(groups, at, "loss"), sc = series_at(groups, at, "clean_loss");
+      if (s.w.size() || s.noise.dof > 0) {
+        e["means"] = s.mean;
+        e["weights"] = s.w;
+      }
+      e["target_active_params"] = target_n;
+      e["target_tokens"] = target_tokens;
+      auto fit_into = [&](const Series& ser, const std::string& prefix,
+                          std::optional<double>& final_loss, json& final_interval) {
+        NDPoints p;
+        for (const Group* gr : fitted_groups) {
+          p.n.push_back(gr->n_params());
+          p.d.push_back(gr->tokens());
+          p.rung.push_back(gr->rung);
+          p.budget.push_back(gr->tpp);
+        }
+        p.loss = ser.mean;
+        p.w = ser.w;
+        std::optional<ChinchillaFit> fitted;
+        try {
+          fitted = fit_chinchilla_law(p, spec.l_inf);
+          e[prefix + "fit"] = fitted->to_json();
+          final_loss = fitted->predict(target_n, target_tokens);
+          e["predicted_" + prefix + "loss"] = *final_loss;
+        } catch (const Error& err) {
+          e[prefix + "fit"] = nullptr;
+          e["predicted_" + prefix + "loss"] = nullptr;
+          e[prefix + "error"] = err.what();
+        }
+        // Forward holdouts: every budget of each rung but the smallest two, from the smaller.
+        json fwd = json::array();
+        std::vector<int> order;
+        for (int r : p.rung)
+          if (std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+        for (size_t j = 2; j < order.size(); ++j) {
+          std::vector<bool> keep(p.loss.size());
+          for (size_t i = 0; i < keep.size(); ++i)
+            keep[i] = std::find(order.begin(), order.begin() + long(j), p.rung[i]) !=
+                      order.begin() + long(j);
+          std::optional<ChinchillaFit> h;
+          std::string why;
+          try {
+            h = fit_chinchilla(p.subset(keep), spec.l_inf);
+          } catch (const Error& err) {
+            why = err.what();
+          }
+          for (size_t i = 0; i < keep.size(); ++i) {
+            if (p.rung[i] != order[j]) continue;
+            json x = {{"rung", fitted_groups[i]->label}, {"from_rungs", j}, {"actual", p.loss[i]}};
+            if (h) {
+              const double pr = h->predict(p.n[i], p.d[i]);
+              x["predicted"] = pr;
+              x["diff_nats"] = pr - p.loss[i];
+            } else {
+              x["predicted"] = nullptr;
+              x["failed"] = why;
+            }
+            fwd.push_back(x);
+          }
+        }
+        e[prefix + "forward"] = fwd;
+        if (!full || !fitted) return;
+        try {
+          const Refit refit = [&](const std::vector<double>& y) {
+            NDPoints q = p;
+            q.loss = y;
+            const ChinchillaFit h = fit_chinchilla(q, spec.l_inf);
+            std::vector<double> at_points(y.size());
+            for (size_t i = 0; i < y.size(); ++i) at_points[i] = h.predict(p.n[i], p.d[i]);
+            return std::pair{at_points, h.predict(target_n, target_tokens)};
+          };
+          const Interval iv =
+              prediction_interval(ser.mean, refit, spec.parameters(), ser.noise, o.interval_level,
+                                  o.interval_replicates, 0x5eed + uint64_t(k));
+          e[prefix + "interval"] = iv.to_json();
+          final_interval = iv.to_json();
+        } catch (const Error& err) {
+          e[prefix + "interval"] = nullptr;
+          e[prefix + "interval_error"] = err.what();
+        }
+        if (!prefix.empty()) return;
+        json can = json::array();
+        for (auto& gr : groups) {
+          if (!gr.canary) continue;
+          can.push_back({{"rung", gr.label},
+                         {"step", gr.steps()},
+                         {"compute", gr.compute_per_step() * double(gr.steps())},
+                         {"predicted_loss", fitted->predict(gr.n_params(), gr.tokens())}});
+        }
+        if (!can.empty()) e["canaries"] = can;
+      };
+      fit_into(s, "", out.final_loss, out.final_interval);
+      if (sc.complete && !sc.c.empty())
+        fit_into(sc, "clean_", out.final_clean, out.final_clean_interval);
+      out.fits.push_back(e);
+    }
+    return out;
+  };
+  auto run_law = [&](const LawSpec& spec, bool full) {
+    return spec.family == LawFamily::Chinchilla ? run_chinchilla(spec, full)
+                                                : run_compute_law(spec, full);
+  };
+
+  // The law: as given, or chosen by the smallest forward-holdout RMSE: over every fraction, or,
+  // with several budgets (where the chinchilla law predicts the end of each run only), over the
+  // points every law predicts: the end-of-run forward holdouts at the target's budget.
+  const std::set<std::string> target_labels(names.begin(), names.end());
   LawSpec spec = o.law;
   json comparison;
   if (o.compare) {
     comparison = json::object();
     std::optional<double> best;
-    for (LawFamily fam : {LawFamily::Power, LawFamily::Sigmoid}) {
+    for (LawFamily fam : {LawFamily::Power, LawFamily::Sigmoid, LawFamily::Chinchilla}) {
       LawSpec cand = o.law;
       cand.family = fam;
-      const json sum = summarise_forward(run_law(cand, false).fits, "forward");
+      json sum;
+      if (fam == LawFamily::Chinchilla && budgets < 2) {
+        sum = {{"n", 0}, {"rmse", nullptr}, {"error", chinchilla_budget_error(budgets)}};
+      } else {
+        const LawRun r = run_law(cand, false);
+        sum = summarise_forward(r.fits, "forward");
+        json fin = json::array();
+        for (auto& h : r.fits.back().value("forward", json::array()))
+          if (target_labels.count(h.value("rung", ""))) fin.push_back(h);
+        sum["final"] = summarise_forward(json::array({{{"forward", fin}}}), "forward");
+        sum["final"].erase("rungs");
+      }
+      const json crit = several ? sum.value("final", json()) : sum;
       comparison[law_name(fam)] = sum;
-      if (!o.law_given && sum["rmse"].is_number() && (!best || sum["rmse"].get<double>() < *best)) {
-        best = sum["rmse"].get<double>();
+      if (!o.law_given && crit.is_object() && crit["rmse"].is_number() &&
+          (!best || crit["rmse"].get<double>() < *best)) {
+        best = crit["rmse"].get<double>();
         spec.family = fam;
       }
     }
@@ -357,9 +576,12 @@ json make_forecast_unchecked(const ForecastOptions& o) {
   if (spec.family == LawFamily::Sigmoid) spec.ceiling = std::log(double(o.target.vocab_size));
   const LawRun main = run_law(spec, true);
   json law_json = spec.to_json();
-  law_json["chosen_by"] = !o.compare    ? "--law"
-                          : o.law_given ? "--law (the comparison is recorded)"
-                                        : "smallest forward-holdout RMSE over every fraction";
+  law_json["chosen_by"] =
+      !o.compare    ? "--law"
+      : o.law_given ? "--law (the comparison is recorded)"
+      : several     ? "smallest forward-holdout RMSE at 100% of the target's budget (the points "
+                      "every law predicts)"
+                    : "smallest forward-holdout RMSE over every fraction";
   if (o.compare) law_json["comparison"] = comparison;
 
   json canaries = json::array();
@@ -368,13 +590,14 @@ json make_forecast_unchecked(const ForecastOptions& o) {
     json preds = json::array();
     for (auto& e : main.fits)
       for (auto& c : e.value("canaries", json::array()))
-        if (c["rung"] == gr.name)
+        if (c["rung"] == gr.label)
           preds.push_back({{"fraction", e["fraction"]},
                            {"step", c["step"]},
                            {"compute", c["compute"]},
                            {"predicted_loss", c["predicted_loss"]}});
-    canaries.push_back({{"name", gr.name},
-                        {"steps", gr.runs.front()->at("steps")},
+    if (preds.empty()) continue;  // a canary at another budget than the law's
+    canaries.push_back({{"name", gr.label},
+                        {"steps", gr.steps()},
                         {"seeds", gr.runs.size()},
                         {"predictions", preds}});
   }
@@ -405,11 +628,12 @@ json make_forecast_unchecked(const ForecastOptions& o) {
                              : json(nullptr)},
           {"steps", target_steps},
           {"steps_source", o.target_steps > 0 ? "--target-steps" : "the ladder's budget"},
+          {"tokens_per_param", target_tpp},
           {"seed", recipe.seed},
           {"lr_multiplier", recipe.lr_multiplier},
           {"seq_len", o.target.seq_len},
           {"active_params", ta.active_params},
-          {"tokens", double(target_steps) * double(target_batch) * double(o.target.seq_len)},
+          {"tokens", target_tokens},
           {"compute_per_step", target_per_step},
           {"compute", target_per_step * double(target_steps)},
           {"options", bound},
@@ -430,6 +654,8 @@ json make_forecast_unchecked(const ForecastOptions& o) {
         {"metric", ladder.value("metric", "valid_ce")}}}};
   if (!canaries.empty()) forecast["canaries"] = canaries;
   if (main.final_clean) forecast["prediction"]["clean_final_loss"] = *main.final_clean;
+  if (main.final_clean_interval.is_object())
+    forecast["prediction"]["clean_interval"] = main.final_clean_interval;
   // The metric's definition (documents, budget, audit): the target is scored with exactly it.
   if (ladder.contains("eval")) forecast["eval"] = ladder["eval"];
   return forecast;
@@ -503,7 +729,7 @@ json score_canaries(const json& forecast, const std::string& ladder_dir) {
     const std::string name = c.at("name");
     std::vector<const json*> runs;
     for (auto& r : ladder.at("rungs"))
-      if (r.at("name") == name) runs.push_back(&r);
+      if (r.value("label", r.at("name").get<std::string>()) == name) runs.push_back(&r);
     if (runs.empty()) fail("{}/ladder.json: no rung {} (the forecast's canary)", dir, name);
     for (const json* r : runs)
       if (r->value("status", "") != "done" || !r->contains("curve"))

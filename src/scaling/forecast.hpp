@@ -3,8 +3,10 @@
 //
 // make_forecast(): for each fraction g = 5%, 10%, …, 100% of training, the rungs' losses at g are
 // fitted against their compute at g (C = training compute without the LM head up to g), and the
-// law predicts the target at its own compute at g. forecast.json holds the inputs, every fit, the
-// predictions, the creation time and the xxh64 of ladder.json: written before the target starts.
+// law predicts the target at its own compute at g. The chinchilla law is fitted once, on the
+// end-of-run points of every rung × budget, and predicts the target at 100% only. forecast.json
+// holds the inputs, every fit, the predictions, the creation time and the xxh64 of ladder.json:
+// written before the target starts.
 //
 // ForecastTracker: fed the target's evaluated losses, it reports predicted vs actual at every
 // forecast fraction and the final beat/miss, also on the clean-only (decontaminated) macro loss.
@@ -28,7 +30,10 @@ struct ForecastOptions {
   ModelConfig target;
   int64_t target_steps = 0;  // 0: the ladder's budget (tokens per parameter), as a rung's
   int64_t target_batch = 0;  // 0: the ladder's batch rule at the target's width; else an override
-  LawSpec law;               // family and L∞ (the sigmoid's ceiling is ln V of the target)
+  // The target's budget (tokens per active parameter; 0: the ladder's first). It sets the steps
+  // (unless target_steps) and, on a ladder of several budgets, which rungs a law in C fits.
+  double target_tokens_per_param = 0;
+  LawSpec law;  // family and L∞ (E for chinchilla; the sigmoid's ceiling is ln V of the target)
   // Also fit every other law family and choose the one of smallest forward-holdout RMSE (unless
   // law_given: then the comparison is recorded and `law` is kept).
   bool compare = false, law_given = false;

@@ -95,6 +95,15 @@ void ForecastHook::at_end(Trainer& t, TrainResult&) {
     report["inside_interval"] =
         *last_loss_ >= iv["lo"].get<double>() && *last_loss_ <= iv["hi"].get<double>();
   }
+  // The clean-only loss against the clean-only forecast's own interval.
+  const nlohmann::json civ =
+      tracker_.forecast().at("prediction").value("clean_interval", nlohmann::json());
+  if (civ.is_object() && last_clean_ && report.contains("clean") &&
+      report["clean"].value("against", std::string()) == "clean-only forecast") {
+    report["clean"]["interval"] = civ;
+    report["clean"]["inside_interval"] =
+        *last_clean_ >= civ["lo"].get<double>() && *last_clean_ <= civ["hi"].get<double>();
+  }
   write_file_atomic(t.run_dir() + "/forecast_report.json", report.dump(2) + "\n");
   fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
              report.value("predicted", 0.0), report.value("actual", 0.0),

@@ -89,6 +89,33 @@ void check_model_fields(const json& t, const std::string& where) {
           where, k);
 }
 
+// tokens_per_param: one positive number or a non-empty list of distinct positive numbers.
+std::vector<double> get_budgets(const json& t, const std::string& where) {
+  const json& v = t["tokens_per_param"];
+  std::vector<double> b;
+  if (v.is_number()) {
+    b.push_back(v.get<double>());
+  } else if (v.is_array()) {
+    for (auto& e : v) {
+      if (!e.is_number())
+        fail("{}: 'tokens_per_param' must be a number or a list of numbers, got {}", where,
+             e.dump());
+      b.push_back(e.get<double>());
+    }
+    if (b.empty()) fail("{}: 'tokens_per_param' must list at least one budget", where);
+  } else {
+    fail("{}: 'tokens_per_param' must be a number or a list of numbers, got {}", where, v.dump());
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (!(b[i] > 0) || !std::isfinite(b[i]))
+      fail("{}: 'tokens_per_param' must be positive, got {}", where, b[i]);
+    for (size_t j = 0; j < i; ++j)
+      if (budget_label("", b[j]) == budget_label("", b[i]))
+        fail("{}: the budget {} is listed twice in 'tokens_per_param'", where, b[i]);
+  }
+  return b;
+}
+
 int64_t percent_to_evals(int64_t pct, const char* key, const std::string& where) {
   if (pct < 0 || pct > 100 || pct % 5 != 0)
     fail("{}: '{}' must be a multiple of 5 in [0, 100], got {}", where, key, pct);
@@ -96,6 +123,10 @@ int64_t percent_to_evals(int64_t pct, const char* key, const std::string& where)
 }
 
 }  // namespace
+
+std::string budget_label(const std::string& rung, double tokens_per_param) {
+  return fmt::format("{}-tpp{:g}", rung, tokens_per_param);
+}
 
 double BatchRule::rule_value(int64_t width) const {
   return base * std::pow(double(width) / base_width, exponent);
@@ -125,8 +156,10 @@ json BatchRule::to_json() const {
 json Rung::summary() const {
   const auto& op = options.optim;
   return {{"name", name},
+          {"label", label},
           {"run", run},
           {"seed", seed},
+          {"tokens_per_param", tokens_per_param},
           {"canary", canary},
           {"config", model.to_json()},
           {"width", model.hidden_dim},
@@ -169,9 +202,10 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
       {"name", "widths", "layers", "names", "tokens_per_param", "seed", "seeds", "lr_multiplier",
        "canaries", "eval_batches", "ckpt_every_percent", "keep_every_percent"});
   c.name = L.contains("name") ? get_string(L, "name", wl) : c.name;
-  c.tokens_per_param = get_number(L, "tokens_per_param", c.tokens_per_param, wl);
-  if (!(c.tokens_per_param > 0))
-    fail("{}: 'tokens_per_param' must be positive, got {}", wl, c.tokens_per_param);
+  // Budgets: each is its own run of every rung (with its own schedule), so that the chinchilla
+  // law sees each rung at several token counts; [rung.NAME] may give its own.
+  if (L.contains("tokens_per_param")) c.budgets = get_budgets(L, wl);
+  c.tokens_per_param = c.budgets.front();
   // Seeds: each is its own run of every rung; the fit uses each rung's mean over them.
   auto read_seeds = [](const json& t, const std::string& where) {
     std::vector<uint64_t> v;
@@ -288,6 +322,11 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
       seeds = read_seeds(over, wr);
       over.erase("seeds");
     }
+    std::vector<double> budgets = c.budgets;
+    if (over.contains("tokens_per_param")) {
+      budgets = get_budgets(over, fmt::format("{} [rung.{}]", origin, r.name));
+      over.erase("tokens_per_param");
+    }
     int64_t rhd = hd;
     if (over.contains("head_dim")) {
       rhd = get_int(over, "head_dim", hd, wr);
@@ -315,18 +354,34 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
                  "to a multiple of {}); multiple = 1 keeps every rung on the rule\n",
                  origin, r.name, r.batch, r.rule_batch, c.batch.multiple);
     r.active_params = account(r.model).active_params;
-    r.budget_steps = steps_for_budget(r.model, r.batch, c.tokens_per_param);
-    r.steps = c.steps_for(r.model, r.batch);
-    r.eval_every = r.steps / kFractions;
     r.compute_per_step = forecast_flops_per_step(r.model, r.batch);
     r.canary = std::find(c.canaries.begin(), c.canaries.end(), r.name) != c.canaries.end();
-    for (uint64_t s : seeds) {
-      Rung rs = r;
-      rs.seed = s;
-      rs.run = seeds.size() == 1 ? r.name : fmt::format("{}-seed{}", r.name, s);
-      c.rungs.push_back(std::move(rs));
+    // One run per budget and seed: DIR/rung-<name>[-tpp<b>][-seed<k>]/, a suffix only where the
+    // rung has more than one of them.
+    for (double b : budgets) {
+      Rung rb = r;
+      rb.tokens_per_param = b;
+      rb.label = budgets.size() == 1 ? r.name : budget_label(r.name, b);
+      try {
+        rb.budget_steps = steps_for_budget(rb.model, rb.batch, b);
+      } catch (const Error& e) {
+        fail("{}: tokens_per_param {}: {}", wr, b, e.what());
+      }
+      rb.steps = c.steps_for(rb.model, rb.batch, b);
+      rb.eval_every = rb.steps / kFractions;
+      for (uint64_t s : seeds) {
+        Rung rs = rb;
+        rs.seed = s;
+        rs.run = seeds.size() == 1 ? rb.label : fmt::format("{}-seed{}", rb.label, s);
+        c.rungs.push_back(std::move(rs));
+      }
     }
   }
+  for (size_t i = 0; i < c.rungs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (c.rungs[j].run == c.rungs[i].run)
+        fail("{}: two runs are named '{}' (rung names and their -tpp/-seed suffixes collide)", wl,
+             c.rungs[i].run);
 
   if (root.contains("data")) {
     const std::string wd = origin + " [data]";
@@ -441,8 +496,8 @@ void LadderConfig::finalize() {
   for (auto& r : rungs) r.options = run_options(r.model, r.batch, r.steps, r.seed);
 }
 
-int64_t LadderConfig::steps_for(const ModelConfig& m, int64_t batch) const {
-  const int64_t budget = steps_for_budget(m, batch, tokens_per_param);
+int64_t LadderConfig::steps_for(const ModelConfig& m, int64_t batch, double tpp) const {
+  const int64_t budget = steps_for_budget(m, batch, tpp > 0 ? tpp : tokens_per_param);
   return std::max<int64_t>(1, (budget + kFractions - 1) / kFractions) * kFractions;
 }
 
@@ -485,6 +540,7 @@ LadderConfig LadderConfig::recipe_from_json(const json& j, const std::string& wh
     c.path = j.value("source", where);
     c.name = j.value("name", c.name);
     c.tokens_per_param = j.at("tokens_per_param").get<double>();
+    c.budgets = j.value("budgets", std::vector<double>{c.tokens_per_param});
     c.seed = j.at("seed").get<uint64_t>();
     c.seeds = j.value("seeds", std::vector<uint64_t>{c.seed});
     c.lr_multiplier = j.value("lr_multiplier", 1.0);  // absent: a ladder.json from before it
@@ -511,6 +567,7 @@ json LadderConfig::to_json() const {
   json j = {{"name", name},
             {"source", path},
             {"tokens_per_param", tokens_per_param},
+            {"budgets", budgets},
             {"seed", seed},
             {"seeds", seeds},
             {"lr_multiplier", lr_multiplier},

@@ -35,13 +35,19 @@ struct BatchRule {
   static BatchRule from_json(const nlohmann::json& j);
 };
 
-// One run of the ladder: a rung (model, batch, budget) at one seed. A rung with several seeds is
-// several runs of the same name, each in its own directory.
+// The name of a rung at one of several token budgets: "<name>-tpp<budget>" ("d128-tpp5",
+// "d64-tpp0.25"); a rung with one budget keeps its own name.
+std::string budget_label(const std::string& rung, double tokens_per_param);
+
+// One run of the ladder: a rung (model, batch) at one token budget and one seed. A rung with
+// several budgets or seeds is several runs of the same name, each in its own directory.
 struct Rung {
-  std::string name;  // "d<width>" unless named
-  std::string run;   // the run's name: `name`, or "<name>-seed<k>" when the rung has several seeds
+  std::string name;   // "d<width>" unless named
+  std::string label;  // `name`, or budget_label(name, tokens_per_param) with several budgets
+  std::string run;    // the run's name: `label`, or "<label>-seed<k>" with several seeds
   uint64_t seed = 0;
-  bool canary = false;    // past the fit: trained after the forecast, which predicts it first
+  double tokens_per_param = 0;  // this run's budget: training tokens per active parameter
+  bool canary = false;          // past the fit: trained after the forecast, which predicts it first
   double rule_batch = 0;  // the batch rule's unrounded value (batch differs when rounded off it)
   ModelConfig model;
   int64_t batch = 0;
@@ -58,9 +64,10 @@ struct Rung {
 struct LadderConfig {
   std::string path;  // the file it came from (for messages)
   std::string name = "ladder";
-  double tokens_per_param = 20;
-  uint64_t seed = 0;                  // the first seed of every rung (the target's)
-  std::vector<uint64_t> seeds = {0};  // [ladder] seeds (or seed); [rung.NAME] may give its own
+  double tokens_per_param = 20;        // the first of `budgets` (the target's by default)
+  std::vector<double> budgets = {20};  // [ladder] tokens_per_param: a number or a list
+  uint64_t seed = 0;                   // the first seed of every rung (the target's)
+  std::vector<uint64_t> seeds = {0};   // [ladder] seeds (or seed); [rung.NAME] may give its own
   double lr_multiplier = 1.0;         // times the §5 learning rates, for every rung and the target
   std::vector<std::string> canaries;  // rungs past the fit (trained after the forecast)
   int64_t eval_batches = 4;
@@ -101,9 +108,9 @@ struct LadderConfig {
   // to build its target's options exactly as a rung's (no rungs).
   static LadderConfig recipe_from_json(const nlohmann::json& j, const std::string& where);
 
-  // The budget of a run of this ladder: round(tokens_per_param · active / (batch · S)) rounded up
-  // to a multiple of kFractions (so that the evaluations fall on every 5%).
-  int64_t steps_for(const ModelConfig& m, int64_t batch) const;
+  // The budget of a run of this ladder: round(tpp · active / (batch · S)) rounded up to a
+  // multiple of kFractions (so that the evaluations fall on every 5%); tpp 0: tokens_per_param.
+  int64_t steps_for(const ModelConfig& m, int64_t batch, double tpp = 0) const;
   // Exactly the options a run of the recipe trains with (after finalize()): the model, batch,
   // steps and seed given, the ladder's data and periods, the §5 learning rates of its shape times
   // lr_multiplier. Used for every rung and for a forecast's target.
