@@ -82,6 +82,13 @@ std::vector<TrainOption> make_table() {
      .help = "expert parallelism: split the routed experts over groups of P ranks (P divides the "
              "rank count and num_experts)",
      MEMBER(ep)},
+    {.flag = "--dtype", .key = "/dtype", .kind = O::Choice,
+     .choices = {"auto", "fp32", "bf16", "bf16-emulated"}, .optional = true, .on_resume = kYes,
+     .help = "GEMM inputs in: auto (bf16 where the CPU has avx512_bf16, else fp32), fp32, bf16 "
+             "(oneDNN, fp32 accumulation; fp32 with a message where it cannot run) or "
+             "bf16-emulated (bf16 rounding in the fp32 GEMMs, any CPU); weights, optimizer state, "
+             "norms, softmax, loss and router logits stay fp32",
+     MEMBER(dtype)},
     {.flag = "--no-qb", .key = "/qb", .kind = O::Bool, .negate = true,
      .help = "disable QB router balancing", MEMBER(qb)},
     {.flag = "--strict-data", .key = "/strict_data", .kind = O::Bool, .optional = true,

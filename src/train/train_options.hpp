@@ -29,7 +29,11 @@ struct TrainOptions {
   // expert). Like the rank count, a property of how the run is computed, not of its result
   // (dropless and capacity): it may change at --resume.
   int ep = 1;
-  bool qb = true;          // QB router balancing (recipe §4)
+  bool qb = true;  // QB router balancing (recipe §4)
+  // Compute dtype of the GEMMs as asked (--dtype): auto, fp32, bf16 or bf16-emulated; what it
+  // resolves to on the machine at hand is the trainer's dtype(), in run.json and every metrics
+  // line. Master weights, gradients and optimizer state are fp32 whatever it is.
+  std::string dtype = "auto";
   int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)
   int64_t eval_every = 0;  // validation period (0: only at the end when validation data exists)
@@ -38,14 +42,14 @@ struct TrainOptions {
   // token directory, dropless) every N steps and at the end; 0: off. Needs text data.
   int64_t eval_domains_every = 0;
   int64_t report_every = 0;  // refresh RUN/report.html (marin report) every N steps; 0: never
-  int max_bad_steps = 3;    // consecutive non-finite steps before the run stops
-  double time_limit_s = 0;  // stop (with a checkpoint) after this much wall time; 0: none
-  bool overwrite = false;   // a new run in a directory holding one moves that aside (not saved)
-  nlohmann::json data;      // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
-  nlohmann::json valid;     // same shape, or null
-  std::string tokenizer;    // tokenizer.json of text data: checked against the shards, copied
-                            // into every checkpoint
-  std::string forecast;     // forecast.json (marin forecast) to score this run against
+  int max_bad_steps = 3;     // consecutive non-finite steps before the run stops
+  double time_limit_s = 0;   // stop (with a checkpoint) after this much wall time; 0: none
+  bool overwrite = false;    // a new run in a directory holding one moves that aside (not saved)
+  nlohmann::json data;       // {"kind": "rows", "path": ...} or {"kind": "mixture", ...}
+  nlohmann::json valid;      // same shape, or null
+  std::string tokenizer;     // tokenizer.json of text data: checked against the shards, copied
+                             // into every checkpoint
+  std::string forecast;      // forecast.json (marin forecast) to score this run against
   // A run that reads its data more than once (more rows than a rows file holds) is an error
   // instead of a warning.
   bool strict_data = false;
