@@ -42,6 +42,7 @@ std::string cpu_model_name() {
 struct BenchOptions {
   std::string what = "model";
   ModelOptions model;
+  DtypeOption dtype;
   int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
   bool json = false, train = false;
   std::string vocab;
@@ -97,6 +98,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   t.batch = o.batch;
   t.micro_batch = o.micro_batch;
   t.ep = o.ep;
+  t.dtype = kernels::dtype_name(kernels::compute_dtype());  // resolved once by bench_model
   t.steps = 1000;
   t.seed = 1;
   t.data = {{"kind", "rows"}, {"path", rows}};
@@ -160,9 +162,15 @@ int bench_model(BenchOptions o) {
   // bf16 step, reported next to the fp32 one.
   const double job_bf16_peak = world.allreduce(kernels::measure_bf16_peak(threads).gflops);
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
+  // The compute dtype as the trainer resolves it (the fallback's message once, on rank 0).
+  const kernels::DtypeChoice dtype = kernels::resolve_dtype(o.dtype.dtype);
+  if (!dtype.message.empty() && world.is_root()) fmt::print(stderr, "{}\n", dtype.message);
+  kernels::set_compute_dtype(dtype.dtype);
   nlohmann::json j = {{"preset", o.model.preset},
                       {"cpu", cpu_model_name()},
                       {"isa", kernels::isa_name()},
+                      {"dtype", kernels::dtype_name(dtype.dtype)},
+                      {"dtype_requested", o.dtype.dtype},
                       {"fp32_lanes", peak.lanes},
                       {"batch", o.batch},
                       {"seq_len", c.seq_len},
@@ -201,14 +209,19 @@ int bench_model(BenchOptions o) {
   j["tokens_per_second"] = double(n) / t_med;
   j["model_gflops"] = gflops;
   j["fraction_of_peak"] = gflops / job_peak;
+  // A bf16 step is judged against the bf16 dot-product peak (the emulation runs fp32 FMAs).
+  const bool bf16 = dtype.dtype == kernels::Dtype::bf16 && job_bf16_peak > 0;
+  if (bf16) j["fraction_of_bf16_peak"] = gflops / job_bf16_peak;
   if (!world.is_root()) return 0;
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("{} (kernels: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} GFLOP/s",
-             j["cpu"].get<std::string>(), j["isa"].get<std::string>(), world.size(), threads,
-             job_peak);
+  fmt::print(
+      "{} (kernels: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} "
+      "GFLOP/s",
+      j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["dtype"].get<std::string>(),
+      world.size(), threads, job_peak);
   if (job_bf16_peak > 0)
     fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
   else
@@ -231,8 +244,9 @@ int bench_model(BenchOptions o) {
                o.model.preset, o.batch, c.seq_len, t_med * 1e3,
                j["fwd_seconds_median"].get<double>() * 1e3);
   }
-  fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the measured peak\n",
-             double(n) / t_med, gflops, 100 * gflops / job_peak);
+  fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the measured {} peak\n",
+             double(n) / t_med, gflops, 100 * gflops / (bf16 ? job_bf16_peak : job_peak),
+             bf16 ? "bf16" : "fp32");
   fmt::print("  process CPU time per step {:.1f} ms ({:.2f} CPU-seconds per wall second)\n",
              j["cpu_seconds_median"].get<double>() * 1e3,
              j["cpu_seconds_median"].get<double>() / t_med);
@@ -263,6 +277,7 @@ MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) o
                 app.add_option("what", o->what, "model (default) or tokenizer")
                     ->check(CLI::IsMember({"model", "tokenizer"}));
                 o->model.add(app);
+                o->dtype.add(app);
                 app.add_option("--batch", o->batch, "sequences per step (global under mpirun)")
                     ->default_val(8);
                 app.add_option("--micro-batch", o->micro_batch,

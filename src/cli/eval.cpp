@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct EvalArgs {
+  DtypeOption dtype;
   std::string checkpoint, tokens, corpus, json_out, tokenizer, run;
   std::vector<std::string> domains;
   int64_t stride = 0;
@@ -136,6 +137,7 @@ std::optional<eval::NgramIndex> build_index(const EvalArgs& a,
 int run_task_eval(const EvalArgs& a);
 
 int run_eval(EvalArgs a) {
+  a.dtype.apply();
   if (!a.tasks.empty()) return run_task_eval(a);
   const ModelConfig cfg = load_config(a.checkpoint);
   // Where the training data is described, in order: --train-domains, --mixture, the run.
@@ -352,6 +354,7 @@ MARIN_COMMAND(
           ->capture_default_str()
           ->check(threads_range());
       app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
+      a->dtype.add(app);
       app.add_flag("--allow-nonfinite", a->allow_nonfinite, kAllowNonfiniteHelp);
       app.add_option("--tasks", a->tasks,
                      "score downstream tasks instead of domains: names (in --task-dir), harness "

@@ -11,6 +11,7 @@
 
 #include "cli/command.hpp"
 #include "core/limits.hpp"
+#include "kernels/kernels.hpp"
 #include "model/config.hpp"
 
 namespace marin::cli {
@@ -75,6 +76,25 @@ CLI::Option* add_deprecated(CLI::App& app, const std::string& old_flag, const st
         fmt::print(stderr, "marin: warning: {} is deprecated; use {}\n", old_flag, flag);
       });
 }
+
+// --dtype of the commands that run a model for speed (bench, eval, sample, score; train declares
+// it in its option table with the same name and help): what the GEMMs compute in.
+struct DtypeOption {
+  std::string dtype = "auto";
+  void add(CLI::App& app) {
+    app.add_option("--dtype", dtype, kernels::kDtypeHelp)
+        ->check(CLI::IsMember({"auto", "fp32", "bf16", "bf16-emulated"}))
+        ->default_val("auto");
+  }
+  // Resolves the request on this CPU (the fallback's one line on stderr) and sets it for every
+  // GEMM of the process; returns what it computes in.
+  kernels::Dtype apply() const {
+    const kernels::DtypeChoice c = kernels::resolve_dtype(dtype);
+    if (!c.message.empty()) fmt::print(stderr, "{}\n", c.message);
+    kernels::set_compute_dtype(c.dtype);
+    return c.dtype;
+  }
+};
 
 struct ModelOptions {
   std::string preset;

@@ -20,6 +20,7 @@ namespace marin::cli {
 namespace {
 
 struct SampleOptions {
+  DtypeOption dtype;
   std::string checkpoint, prompt;
   int64_t max_tokens = 128;
   SamplingOptions sampling;
@@ -53,6 +54,7 @@ int run_sample(const SampleOptions& o) {
   if (int64_t(tok.vocab_size()) > c.vocab_size)
     fail("{}: {} tokens, but the model's vocab_size is {} (tokenizer and checkpoint do not match)",
          tok_path, tok.vocab_size(), c.vocab_size);
+  o.dtype.apply();
   Model<float> model(c, 1, ModelUse::Inference);
   load_params(o.checkpoint, model.table(), model.params().data(), o.allow_nonfinite);
   Decoder<float> dec(model);
@@ -139,6 +141,7 @@ MARIN_COMMAND(sample, "sample",
                     ->capture_default_str();
                 app.add_option("--seed", o->seed, "sampling seed")->capture_default_str();
                 app.add_flag("--allow-nonfinite", o->allow_nonfinite, kAllowNonfiniteHelp);
+                o->dtype.add(app);
                 return [o] { return run_sample(*o); };
               });
 

@@ -18,6 +18,7 @@ namespace marin::cli {
 namespace {
 
 struct ScoreOptions {
+  DtypeOption dtype;
   std::string checkpoint, rows, token_dir, domain, split = "valid";
   int batch = 4;
   bool allow_nonfinite = false;
@@ -66,6 +67,7 @@ int run_score(const ScoreOptions& o) {
   dist::Comm& world = dist::world();
   const dist::Range mine = dist::split_evenly(rows.total(), world.size(), world.rank());
   const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
+  o.dtype.apply();
   Model<float> m(c, B, ModelUse::Inference);
   load_params(o.checkpoint, m.table(), m.params().data(), o.allow_nonfinite);
   m.transport = Transport::Dropless;  // evaluation is always dropless
@@ -109,6 +111,7 @@ MARIN_COMMAND(score, "score",
                 app.add_option("--split", o->split, "with --token-dir: valid (default) or train");
                 app.add_option("--batch", o->batch, "rows per forward pass")->default_val(4);
                 app.add_flag("--allow-nonfinite", o->allow_nonfinite, kAllowNonfiniteHelp);
+                o->dtype.add(app);
                 return [o] { return run_score(*o); };
               });
 

@@ -13,11 +13,60 @@ namespace marin::kernels {
 
 using i64 = int64_t;
 
-// ---- dense linear algebra (cpu/gemm.cpp: OpenBLAS) ----
-// C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, op = transpose when ta / tb.
+// ---- compute dtype of the float GEMMs (cpu/gemm.cpp) ----
+// fp32: OpenBLAS sgemm. bf16: both inputs converted to bf16 (to_bf16) and multiplied by oneDNN's
+// matmul with fp32 accumulation and an fp32 result; needs a CPU oneDNN runs bf16 matmul on
+// (avx512_bf16; oneDNN 2.6 refuses AVX2). bf16_emulated: both inputs rounded to bf16 values
+// (round_to_bf16) and multiplied by sgemm: bf16's numerics on any CPU, slower than fp32 (the
+// rounding pass), for tests. A product of two bf16 values is exact in fp32, so the emulation
+// and the hardware differ only in the order of the fp32 sums.
+enum class Dtype { fp32, bf16, bf16_emulated };
+// Whether a GEMM follows the compute dtype (the model's linear layers) or stays fp32 (router
+// logits, recipe §2; Newton–Schulz unless asked otherwise).
+enum class Precision { compute, fp32 };
+const char* dtype_name(Dtype d);  // "fp32", "bf16", "bf16-emulated"
+// The dtype of `name` (one of dtype_name's); marin::Error otherwise.
+Dtype parse_dtype(const std::string& name);
+// The compute dtype of every Precision::compute float GEMM in this process (default fp32). Set by
+// the command that runs a model (train, bench, eval, sample, score) from its --dtype.
+void set_compute_dtype(Dtype d);
+Dtype compute_dtype();
+// What a --dtype request ("auto", "fp32", "bf16", "bf16-emulated") computes in on this CPU.
+// auto: fp32 (bf16 once the oneDNN path has been proven on an avx512_bf16 CPU; see
+// docs/architecture.md, "Compute dtype"). bf16 where oneDNN's start-up check fails: fp32, with
+// `message` the one line saying why (a request is never refused, a run never fails for it).
+// Everything else: as asked. The --dtype help of every command that has it (train's option table
+// and the CLI's DtypeOption).
+inline constexpr const char* kDtypeHelp =
+    "GEMM inputs in: auto (fp32 for now), fp32, bf16 (oneDNN, fp32 accumulation; fp32 with a "
+    "message where it cannot run) or bf16-emulated (bf16 rounding in the fp32 GEMMs, any CPU); "
+    "weights, optimizer state, norms, softmax, loss and router logits stay fp32";
+struct DtypeChoice {
+  Dtype dtype = Dtype::fp32;
+  std::string message;  // empty unless the request fell back
+};
+DtypeChoice resolve_dtype(const std::string& requested);
+// Whether oneDNN's bf16 matmul runs on this CPU: created once per process on a small product and
+// checked against the emulation; `why` (if given) says why not.
+bool bf16_gemm_supported(std::string* why = nullptr);
+
+// ---- dense linear algebra (cpu/gemm.cpp: OpenBLAS; oneDNN for bf16) ----
+// C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, op = transpose when ta / tb. Float GEMMs
+// with Precision::compute run in compute_dtype(); double always runs in double.
 template <class T>
 void gemm(bool ta, bool tb, i64 M, i64 N, i64 K, T alpha, const T* A, i64 lda, const T* B, i64 ldb,
-          T beta, T* C, i64 ldc);
+          T beta, T* C, i64 ldc, Precision p = Precision::compute);
+
+// ---- bf16 conversion (cpu/bf16.cpp), bit for bit the hardware's (vcvtneps2bf16) ----
+// Round to nearest, ties to even; ±Inf kept; NaN kept (sign, top mantissa bits, quiet bit set);
+// zero and denormals → a zero of the same sign (the conversion treats denormals as zero).
+void to_bf16(const float* x, uint16_t* y, i64 n);
+// y = the float value of to_bf16(x) (may alias x): the inputs of the emulated bf16 GEMM.
+void round_to_bf16(const float* x, float* y, i64 n);
+// The same over `rows` rows of `cols` elements, `ld` apart in x, packed in y.
+void to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, uint16_t* y);
+void round_to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, float* y);
+void from_bf16(const uint16_t* x, float* y, i64 n);  // exact
 
 // ---- normalisation (cpu/norm.cpp) ----
 // y = x / sqrt(mean(x^2) + eps) * g   (g == nullptr: no gain). rstd[rows] is saved for backward.

@@ -33,21 +33,24 @@ struct Binder {
   }
 };
 
-// y[rows,out] (+)= x[rows,in] @ W[in,out]
+// y[rows,out] (+)= x[rows,in] @ W[in,out]. Precision::compute: in the run's compute dtype
+// (--dtype; fp32 master weights either way); Precision::fp32 for the router's logits.
 template <class T>
-void linear_fwd(const T* x, const T* W, T* y, i64 rows, i64 in, i64 out, bool accumulate = false) {
+void linear_fwd(const T* x, const T* W, T* y, i64 rows, i64 in, i64 out, bool accumulate = false,
+                kernels::Precision p = kernels::Precision::compute) {
   kernels::gemm<T>(false, false, rows, out, in, T(1), x, in, W, out, accumulate ? T(1) : T(0), y,
-                   out);
+                   out, p);
 }
 
-// dW += x^T dy; dx (+)= dy W^T (skipped when dx is null).
+// dW += x^T dy; dx (+)= dy W^T (skipped when dx is null); both products in the forward's
+// precision.
 template <class T>
 void linear_bwd(const T* dy, const T* x, const T* W, T* dx, T* dW, i64 rows, i64 in, i64 out,
-                bool accumulate_dx = false) {
-  kernels::gemm<T>(true, false, in, out, rows, T(1), x, in, dy, out, T(1), dW, out);
+                bool accumulate_dx = false, kernels::Precision p = kernels::Precision::compute) {
+  kernels::gemm<T>(true, false, in, out, rows, T(1), x, in, dy, out, T(1), dW, out, p);
   if (dx)
     kernels::gemm<T>(false, true, rows, in, out, T(1), dy, out, W, out, accumulate_dx ? T(1) : T(0),
-                     dx, in);
+                     dx, in, p);
 }
 
 template <class T>

@@ -10,6 +10,8 @@
 namespace marin::optim {
 
 using kernels::gemm;
+// fp32 whatever the model's compute dtype: the orthogonalisation of fp32 master-weight updates.
+constexpr kernels::Precision kFp32 = kernels::Precision::fp32;
 
 i64 ns_workspace_size(i64 rows, i64 cols) {
   const i64 m = std::min(rows, cols), n = std::max(rows, cols);
@@ -46,18 +48,18 @@ void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace) {
     const T c = static_cast<T>(kNsCoeffs[it].c);
     // A = X·Xᵀ of the wide form (XᵀX of the tall one).
     if (tall)
-      gemm<T>(true, false, m, m, n, T(1), src, m, src, m, T(0), A, m);
+      gemm<T>(true, false, m, m, n, T(1), src, m, src, m, T(0), A, m, kFp32);
     else
-      gemm<T>(false, true, m, m, n, T(1), src, n, src, n, T(0), A, m);
+      gemm<T>(false, true, m, m, n, T(1), src, n, src, n, T(0), A, m, kFp32);
     // B = b·A + c·A·A + a·I: folding a·X into the product saves a pass over X.
     kernels::scale_to(A, b, B, m * m);
-    gemm<T>(false, false, m, m, m, c, A, m, A, m, T(1), B, m);
+    gemm<T>(false, false, m, m, m, c, A, m, A, m, T(1), B, m, kFp32);
     kernels::add_diagonal(B, m, a);
     // X ← (B + a·I)·X in the wide form; X ← X·(B + a·I)ᵀ in the tall form.
     if (tall)
-      gemm<T>(false, true, n, m, m, T(1), src, m, B, m, T(0), dst, m);
+      gemm<T>(false, true, n, m, m, T(1), src, m, B, m, T(0), dst, m, kFp32);
     else
-      gemm<T>(false, false, m, n, m, T(1), B, m, src, n, T(0), dst, n);
+      gemm<T>(false, false, m, n, m, T(1), B, m, src, n, T(0), dst, n, kFp32);
     std::swap(src, dst);
   }
   // kNsSteps is odd, so the result is in O already.

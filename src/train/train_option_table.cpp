@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/limits.hpp"
+#include "kernels/kernels.hpp"
 #include "model/moe/dispatcher.hpp"
 #include "optim/muonh.hpp"
 #include "train/train_options.hpp"
@@ -82,6 +83,10 @@ std::vector<TrainOption> make_table() {
      .help = "expert parallelism: split the routed experts over groups of P ranks (P divides the "
              "rank count and num_experts)",
      MEMBER(ep)},
+    {.flag = "--dtype", .key = "/dtype", .kind = O::Choice,
+     .choices = {"auto", "fp32", "bf16", "bf16-emulated"}, .optional = true, .on_resume = kYes,
+     .help = kernels::kDtypeHelp,
+     MEMBER(dtype)},
     {.flag = "--no-qb", .key = "/qb", .kind = O::Bool, .negate = true,
      .help = "disable QB router balancing", MEMBER(qb)},
     {.flag = "--strict-data", .key = "/strict_data", .kind = O::Bool, .optional = true,

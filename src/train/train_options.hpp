@@ -29,7 +29,11 @@ struct TrainOptions {
   // expert). Like the rank count, a property of how the run is computed, not of its result
   // (dropless and capacity): it may change at --resume.
   int ep = 1;
-  bool qb = true;          // QB router balancing (recipe §4)
+  bool qb = true;  // QB router balancing (recipe §4)
+  // Compute dtype of the GEMMs as asked (--dtype): auto, fp32, bf16 or bf16-emulated; what it
+  // resolves to on the machine at hand is the trainer's dtype(), in run.json and every metrics
+  // line. Master weights, gradients and optimizer state are fp32 whatever it is.
+  std::string dtype = "auto";
   int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)
   int64_t eval_every = 0;  // validation period (0: only at the end when validation data exists)

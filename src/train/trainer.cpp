@@ -177,6 +177,13 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
         "(--micro-batch), and the rank count must divide that number",
         o.batch, N, units_, micro_);
   local_units_ = units_ / N;
+  // The compute dtype, resolved on this CPU (a bf16 request oneDNN cannot run falls back to fp32
+  // with one line saying why); set again before each step, as other trainers may share the
+  // process.
+  const kernels::DtypeChoice dt = kernels::resolve_dtype(o.dtype);
+  if (!dt.message.empty() && comm_->is_root()) fmt::print(stderr, "{}\n", dt.message);
+  dtype_ = dt.dtype;
+  kernels::set_compute_dtype(dtype_);
   // The run directory is this run's until it ends (run_lock.hpp); rank 0 is its one writer.
   if (comm_->is_root() && !lock_) lock_ = claim_run_dir(run_dir, fresh, o.overwrite);
   comm_->barrier();
@@ -490,6 +497,7 @@ std::string Trainer::check_update() {
 StepResult Trainer::train_step() {
   const ModelConfig& c = opt_.model;
   StepResult out;
+  kernels::set_compute_dtype(dtype_);
   data_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
   for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
   for (int64_t l = 0; l < c.num_layers; ++l) model_->block(l).moe().take_traffic();  // validation
@@ -529,8 +537,13 @@ StepResult Trainer::train_step() {
   out.loss = s;
   out.finite = grads_finite && std::isfinite(s.loss);
   nlohmann::json& m = out.metrics;
-  m = {{"step", step_}, {"loss", s.loss},     {"ce", s.ce},
-       {"z", s.z},      {"tokens", s.tokens}, {"world_size", comm_->size()}};
+  m = {{"step", step_},
+       {"loss", s.loss},
+       {"ce", s.ce},
+       {"z", s.z},
+       {"tokens", s.tokens},
+       {"world_size", comm_->size()},
+       {"dtype", kernels::dtype_name(dtype_)}};
   if (ep() > 1) m["ep"] = ep();
   const LearningRates lr = optimizer_->rates(step_);
   m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
@@ -571,6 +584,7 @@ StepResult Trainer::train_step() {
 
 double Trainer::validate() {
   if (!valid_) return -1;
+  kernels::set_compute_dtype(dtype_);
   const nlohmann::json saved = valid_->state();  // every validation reads the same rows
   const Transport t = model_->transport;
   model_->transport = Transport::Dropless;  // evaluation is always dropless
@@ -662,12 +676,14 @@ TrainResult Trainer::run() {
     for (size_t i = 0; i < old_handlers.size(); ++i) std::signal(kStopSignals[i], old_handlers[i]);
   };
   if (is_root())
-    write_file_atomic(run_dir_ + "/run.json", nlohmann::json({{"options", opt_.to_json()},
-                                                              {"lineage", lineage_},
-                                                              {"world_size", comm_->size()},
-                                                              {"comm", comm_->backend()}})
-                                                      .dump(2) +
-                                                  "\n");
+    write_file_atomic(run_dir_ + "/run.json",
+                      nlohmann::json({{"options", opt_.to_json()},
+                                      {"lineage", lineage_},
+                                      {"world_size", comm_->size()},
+                                      {"dtype", kernels::dtype_name(dtype_)},
+                                      {"comm", comm_->backend()}})
+                              .dump(2) +
+                          "\n");
   const bool tty = is_root() && isatty(fileno(stderr));
   const ModelConfig& c = opt_.model;
   const int64_t tokens_per_step = int64_t(opt_.batch) * c.seq_len;

@@ -27,6 +27,7 @@
 #include "data/batch_source.hpp"
 #include "dist/comm.hpp"
 #include "dist/exact_sum.hpp"
+#include "kernels/kernels.hpp"
 #include "model/model.hpp"
 #include "model/moe/qb_balance.hpp"
 #include "model/moe/router_stats.hpp"
@@ -112,6 +113,8 @@ class Trainer {
   Model<float>& model() { return *model_; }
   const TrainOptions& options() const { return opt_; }
   const std::string& run_dir() const { return run_dir_; }
+  // What the GEMMs compute in: opt_.dtype ("auto", ...) resolved on this CPU at setup.
+  kernels::Dtype dtype() const { return dtype_; }
   int64_t step() const { return step_; }
   dist::Comm& comm() { return *comm_; }
   bool is_root() const { return comm_->is_root(); }
@@ -143,6 +146,7 @@ class Trainer {
   TrainOptions opt_;
   std::string run_dir_;
   dist::Comm* comm_ = nullptr;
+  kernels::Dtype dtype_ = kernels::Dtype::fp32;
   int micro_ = 0, units_ = 0, local_units_ = 0;     // rows per micro-batch; micro-batches per step,
                                                     // and per rank
   std::unique_ptr<dist::Comm> experts_, replicas_;  // --ep > 1: this rank's expert-parallel

@@ -1,16 +1,31 @@
-// GEMM on OpenBLAS (OpenMP build). Row-major wrappers so the model reads like the math. A single
-// row goes to gemv: OpenBLAS 0.3.21's gemm packs the whole of B even for M = 1, which doubles the
-// memory traffic of a decoding step (the LM head alone is 8 MB in cpu-small).
+// GEMM on OpenBLAS (OpenMP build), and in bf16 on oneDNN's matmul. Row-major wrappers so the
+// model reads like the math. A single fp32 row goes to gemv: OpenBLAS 0.3.21's gemm packs the
+// whole of B even for M = 1, which doubles the memory traffic of a decoding step (the LM head
+// alone is 8 MB in cpu-small).
+//
+// The compute dtype (kernels.hpp) is one process-wide setting, read by every Precision::compute
+// float GEMM: the commands set it once from --dtype before any model runs.
 #include <cblas.h>
 
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "core/error.hpp"
 #include "kernels/kernels.hpp"
 
 namespace marin::kernels {
 
-template <>
-void gemm<float>(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
-                 const float* B, i64 ldb, float beta, float* C, i64 ldc) {
-  if (M == 0 || N == 0) return;
+namespace {
+
+std::atomic<Dtype> g_dtype{Dtype::fp32};
+
+void sgemm(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
+           const float* B, i64 ldb, float beta, float* C, i64 ldc) {
   if (M == 1 && K > 0 && !ta) {  // one row (a decoding step, a one-row expert block): a gemv
     cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? N : K, tb ? K : N, alpha, B,
                 ldb, A, 1, beta, C, 1);
@@ -20,9 +35,192 @@ void gemm<float>(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+// Scratch of the calling thread for the converted inputs (grows, never shrinks).
+template <class T>
+T* input_scratch(int which, size_t n) {
+  thread_local std::vector<T> bufs[2];
+  if (bufs[which].size() < n) bufs[which].resize(n);
+  return bufs[which].data();
+}
+
+// op(A) is stored as a rows x cols matrix with leading dimension ld: rows = ta ? K : M.
+struct Stored {
+  i64 rows, cols;
+};
+
+// The emulation: inputs rounded to bf16 values, packed, then the fp32 GEMM.
+void gemm_emulated(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
+                   const float* B, i64 ldb, float beta, float* C, i64 ldc) {
+  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
+  float* a = input_scratch<float>(0, size_t(sa.rows * sa.cols));
+  float* b = input_scratch<float>(1, size_t(sb.rows * sb.cols));
+  round_to_bf16_rows(A, sa.rows, sa.cols, lda, a);
+  round_to_bf16_rows(B, sb.rows, sb.cols, ldb, b);
+  sgemm(ta, tb, M, N, K, alpha, a, sa.cols, b, sb.cols, beta, C, ldc);
+}
+
+// ---- oneDNN bf16 matmul: one primitive per shape, created on first use and kept ----
+struct Dnnl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mu;
+  using Key = std::tuple<bool, bool, i64, i64, i64, i64, float, float>;
+  std::map<Key, dnnl::matmul> prims;
+};
+Dnnl& dnnl_state() {
+  static Dnnl d;
+  return d;
+}
+
+// Throws dnnl::error where oneDNN has no bf16 matmul for this CPU.
+void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
+                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
+  using md = dnnl::memory::desc;
+  using dt = dnnl::memory::data_type;
+  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
+  uint16_t* a = input_scratch<uint16_t>(0, size_t(sa.rows * sa.cols));
+  uint16_t* b = input_scratch<uint16_t>(1, size_t(sb.rows * sb.cols));
+  to_bf16_rows(A, sa.rows, sa.cols, lda, a);
+  to_bf16_rows(B, sb.rows, sb.cols, ldb, b);
+  // The packed inputs, transposes expressed as strides.
+  const md src_md({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
+  const md wei_md({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
+  const md dst_md({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  Dnnl& d = dnnl_state();
+  dnnl::matmul prim;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    const Dnnl::Key key{ta, tb, M, N, K, ldc, alpha, beta};
+    auto it = d.prims.find(key);
+    if (it == d.prims.end()) {
+      dnnl::primitive_attr attr;
+      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+      if (beta != 0.0f) {
+        dnnl::post_ops po;
+        po.append_sum(beta);
+        attr.set_post_ops(po);
+      }
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr,
+                                            d.engine);
+      it = d.prims.emplace(key, dnnl::matmul(pd)).first;
+    }
+    prim = it->second;
+  }
+  dnnl::memory src(src_md, d.engine, a), wei(wei_md, d.engine, b), dst(dst_md, d.engine, C);
+  prim.execute(d.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+  d.stream.wait();
+}
+
+// The start-up check: a small product with both transposes, alpha and beta, against the
+// emulation (the same bf16 inputs; only the order of the fp32 sums may differ).
+struct Bf16Check {
+  bool ok = false;
+  std::string why;
+};
+Bf16Check check_bf16_gemm() {
+  Bf16Check r;
+  constexpr i64 M = 24, N = 40, K = 56;
+  std::vector<float> A(M * K), B(K * N), C0(M * N), C1(M * N);
+  for (i64 i = 0; i < M * K; ++i) A[size_t(i)] = std::sin(0.37f * float(i)) * 1.7f;
+  for (i64 i = 0; i < K * N; ++i) B[size_t(i)] = std::cos(0.23f * float(i)) - 0.3f;
+  for (i64 i = 0; i < M * N; ++i) C0[size_t(i)] = C1[size_t(i)] = 0.01f * float(i % 17);
+  try {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const float alpha = t == 3 ? -0.5f : 1.0f, beta = t >= 2 ? 1.0f : 0.0f;
+      gemm_dnnl_bf16(ta, tb, M, N, K, alpha, A.data(), ta ? M : K, B.data(), tb ? K : N, beta,
+                     C0.data(), N);
+      gemm_emulated(ta, tb, M, N, K, alpha, A.data(), ta ? M : K, B.data(), tb ? K : N, beta,
+                    C1.data(), N);
+      for (i64 i = 0; i < M * N; ++i)
+        if (!(std::fabs(C0[size_t(i)] - C1[size_t(i)]) <= 1e-4f * (1 + std::fabs(C1[size_t(i)])))) {
+          r.why = fmt::format("oneDNN's bf16 matmul gave {} where the emulation gives {}",
+                              C0[size_t(i)], C1[size_t(i)]);
+          return r;
+        }
+    }
+  } catch (const dnnl::error& e) {
+    r.why =
+        fmt::format("oneDNN {}.{} has no bf16 matmul for this CPU{} ({})", DNNL_VERSION_MAJOR,
+                    DNNL_VERSION_MINOR, cpu_has_avx512_bf16() ? "" : " (no avx512_bf16)", e.what());
+    return r;
+  }
+  r.ok = true;
+  return r;
+}
+
+}  // namespace
+
+const char* dtype_name(Dtype d) {
+  switch (d) {
+    case Dtype::fp32:
+      return "fp32";
+    case Dtype::bf16:
+      return "bf16";
+    case Dtype::bf16_emulated:
+      return "bf16-emulated";
+  }
+  return "?";
+}
+
+Dtype parse_dtype(const std::string& name) {
+  for (Dtype d : {Dtype::fp32, Dtype::bf16, Dtype::bf16_emulated})
+    if (name == dtype_name(d)) return d;
+  fail("dtype '{}': expected fp32, bf16 or bf16-emulated", name);
+}
+
+void set_compute_dtype(Dtype d) {
+  std::string why;
+  if (d == Dtype::bf16 && !bf16_gemm_supported(&why))
+    fail("set_compute_dtype(bf16): {} (resolve_dtype falls back to fp32)", why);
+  g_dtype.store(d);
+}
+Dtype compute_dtype() {
+  return g_dtype.load();
+}
+
+bool bf16_gemm_supported(std::string* why) {
+  static const Bf16Check check = check_bf16_gemm();
+  if (why) *why = check.why;
+  return check.ok;
+}
+
+DtypeChoice resolve_dtype(const std::string& requested) {
+  // auto is fp32 on every CPU for now: the oneDNN bf16 path has not yet run on an avx512_bf16
+  // machine (none was available to the project), and an unproven path must not change a default
+  // run's numbers. --dtype bf16 opts in (checked at start-up against the emulation).
+  if (requested == "auto") return {Dtype::fp32, ""};
+  const Dtype d = parse_dtype(requested);
+  if (d != Dtype::bf16) return {d, ""};
+  std::string why;
+  if (bf16_gemm_supported(&why)) return {d, ""};
+  return {Dtype::fp32,
+          fmt::format("marin: --dtype bf16: {}; computing in fp32 instead (--dtype bf16-emulated "
+                      "runs bf16's numerics on any CPU)",
+                      why)};
+}
+
+template <>
+void gemm<float>(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
+                 const float* B, i64 ldb, float beta, float* C, i64 ldc, Precision p) {
+  if (M == 0 || N == 0) return;
+  const Dtype d = p == Precision::fp32 || K == 0 ? Dtype::fp32 : compute_dtype();
+  switch (d) {
+    case Dtype::fp32:
+      sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    case Dtype::bf16_emulated:
+      gemm_emulated(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    case Dtype::bf16:
+      gemm_dnnl_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+  }
+}
+
 template <>
 void gemm<double>(bool ta, bool tb, i64 M, i64 N, i64 K, double alpha, const double* A, i64 lda,
-                  const double* B, i64 ldb, double beta, double* C, i64 ldc) {
+                  const double* B, i64 ldb, double beta, double* C, i64 ldc, Precision) {
   if (M == 0 || N == 0) return;
   if (M == 1 && K > 0 && !ta) {  // one row (a decoding step, a one-row expert block): a gemv
     cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? N : K, tb ? K : N, alpha, B,

@@ -30,7 +30,8 @@ kernels::RouterShape Router<T>::shape(i64 rows) const {
 template <class T>
 void Router<T>::forward(const T* x, i64 rows) {
   r_.rows = rows;
-  linear_fwd(x, w_.w, r_.logits.data(), rows, d_, r_.E);
+  // Router logits in fp32 whatever the compute dtype (recipe §2: selection and QB read them).
+  linear_fwd(x, w_.w, r_.logits.data(), rows, d_, r_.E, false, kernels::Precision::fp32);
   kernels::router_topk(shape(rows), r_.logits.data(), bias_.w, r_.expert.data(), r_.alpha.data(),
                        r_.prob.data(), r_.weight.data(), r_.prob_sum.data());
 }
@@ -42,7 +43,8 @@ void Router<T>::backward(const T* dweight, const T* x, T* dx, Arena<T>& arena) {
   T* ds = arena.take_zeroed(rows * r_.E);
   kernels::router_topk_bwd(shape(rows), dweight, r_.weight.data(), r_.prob.data(),
                            r_.prob_sum.data(), r_.expert.data(), ds);
-  linear_bwd(ds, x, w_.w, dx, w_.g, rows, d_, r_.E, /*accumulate_dx=*/true);
+  linear_bwd(ds, x, w_.w, dx, w_.g, rows, d_, r_.E, /*accumulate_dx=*/true,
+             kernels::Precision::fp32);
 }
 
 template class Router<float>;

@@ -1,0 +1,333 @@
+// bf16 compute (issue 12 item 4): the fp32 → bf16 conversion is bit-exact against a scalar
+// reference of the hardware's rule on every SIMD target (ties, NaN, Inf, denormals, tails);
+// the emulated bf16 GEMM is the fp32 GEMM of the rounded inputs, and the real one (oneDNN, where
+// the CPU has avx512_bf16) agrees with it; --dtype resolves and falls back as documented; and a
+// short run of `tiny` in bf16 emulation ends within 2 % of the fp32 run's loss.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cli_util.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "isa_loop.hpp"
+#include "kernels/kernels.hpp"
+
+namespace mk = marin::kernels;
+using marin::testing::for_each_isa;
+
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The conversion as Intel's pseudo-code for VCVTNEPS2BF16 (and oneDNN's scalar bfloat16_t)
+// states it, by classification rather than by the kernel's bit tricks.
+uint16_t ref_bf16(float x) {
+  const uint32_t u = bits(x);
+  switch (std::fpclassify(x)) {
+    case FP_ZERO:
+    case FP_SUBNORMAL:
+      return uint16_t((u >> 16) & 0x8000);  // a zero of the same sign
+    case FP_INFINITE:
+      return uint16_t(u >> 16);
+    case FP_NAN:
+      return uint16_t((u >> 16) | 0x40);  // quiet
+    default: {
+      const uint32_t bias = 0x7FFF + ((u >> 16) & 1);
+      return uint16_t((u + bias) >> 16);
+    }
+  }
+}
+
+// Special values, every boundary of the rounding and random bit patterns of every class.
+std::vector<float> test_values() {
+  std::vector<uint32_t> u = {
+      0x00000000, 0x80000000,              // ±0
+      0x00000001, 0x807FFFFF, 0x00400000,  // denormals
+      0x00800000, 0x80800000,              // smallest normals
+      0x3F800000, 0x3F808000, 0x3F818000,  // 1, ties to even (down, up)
+      0x3F808001, 0x3F807FFF, 0xBF818000,  // just above / below a tie, a negative tie
+      0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000,  // ±FLT_MAX (round to ±Inf), a tie to Inf
+      0x7F7F7FFF,                          // just below that tie: stays finite
+      0x7F800000, 0xFF800000,              // ±Inf
+      0x7F800001, 0x7FC00000, 0xFFFFFFFF,  // NaNs (signalling, quiet, all ones)
+      0x7F80FFFF, 0xFF810000,              // NaN whose payload sits below / in the kept bits
+  };
+  marin::Rng rng(11);
+  for (int i = 0; i < 20000; ++i) u.push_back(uint32_t(rng.next_u64()));
+  for (int i = 0; i < 2000; ++i) u.push_back(uint32_t(rng.next_u64()) & 0x807FFFFF);  // denormal
+  for (int i = 0; i < 2000; ++i)  // exact ties: the low 16 bits 0x8000
+    u.push_back((uint32_t(rng.next_u64()) & 0xFFFF0000) | 0x8000);
+  std::vector<float> v;
+  for (uint32_t x : u) v.push_back(from_bits(x));
+  return v;
+}
+
+}  // namespace
+
+TEST(Bf16Rounding, ReferenceOnKnownValues) {
+  // The reference itself, on values whose bf16 is known by hand.
+  EXPECT_EQ(ref_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(ref_bf16(from_bits(0x3F808000)), 0x3F80);  // tie, even below
+  EXPECT_EQ(ref_bf16(from_bits(0x3F818000)), 0x3F82);  // tie, even above
+  EXPECT_EQ(ref_bf16(from_bits(0x3F808001)), 0x3F81);
+  EXPECT_EQ(ref_bf16(std::numeric_limits<float>::max()), 0x7F80);
+  EXPECT_EQ(ref_bf16(from_bits(0x80000001)), 0x8000);
+  EXPECT_EQ(ref_bf16(from_bits(0x7F800001)), 0x7FC0);
+  EXPECT_EQ(ref_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
+}
+
+TEST(Bf16Rounding, BitExactAgainstTheReferenceOnEveryIsa) {
+  const std::vector<float> v = test_values();
+  const int64_t n = int64_t(v.size());
+  for_each_isa([&] {
+    std::vector<uint16_t> h(v.size());
+    std::vector<float> r(v.size());
+    mk::to_bf16(v.data(), h.data(), n);
+    mk::round_to_bf16(v.data(), r.data(), n);
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 10; ++i) {
+      const uint16_t want = ref_bf16(v[size_t(i)]);
+      if (h[size_t(i)] != want || bits(r[size_t(i)]) != uint32_t(want) << 16) {
+        ++bad;
+        ADD_FAILURE() << std::hex << "input 0x" << bits(v[size_t(i)]) << ": to_bf16 0x"
+                      << h[size_t(i)] << ", round_to_bf16 0x" << bits(r[size_t(i)])
+                      << ", reference 0x" << want;
+      }
+    }
+    // Every length through the vector body and the tail, at every offset.
+    for (int64_t len = 0; len <= 40; ++len)
+      for (int64_t off : {0, 1, 3}) {
+        std::vector<uint16_t> hh(size_t(len) + 2, 0xABCD);
+        mk::to_bf16(v.data() + off, hh.data(), len);
+        for (int64_t i = 0; i < len; ++i)
+          ASSERT_EQ(hh[size_t(i)], ref_bf16(v[size_t(off + i)])) << "len " << len;
+        EXPECT_EQ(hh[size_t(len)], 0xABCD) << "wrote past the end, len " << len;
+        std::vector<float> rr(v.begin() + off, v.begin() + off + len);  // in place
+        mk::round_to_bf16(rr.data(), rr.data(), len);
+        for (int64_t i = 0; i < len; ++i)
+          ASSERT_EQ(bits(rr[size_t(i)]), uint32_t(ref_bf16(v[size_t(off + i)])) << 16);
+      }
+  });
+}
+
+TEST(Bf16Rounding, RowsWithALeadingDimensionAndTheWayBack) {
+  const std::vector<float> v = test_values();
+  const int64_t rows = 37, cols = 29, ld = 41;
+  ASSERT_GE(int64_t(v.size()), rows * ld);
+  std::vector<uint16_t> h(size_t(rows * cols));
+  std::vector<float> r(size_t(rows * cols)), back(size_t(rows * cols));
+  mk::to_bf16_rows(v.data(), rows, cols, ld, h.data());
+  mk::round_to_bf16_rows(v.data(), rows, cols, ld, r.data());
+  mk::from_bf16(h.data(), back.data(), rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const size_t k = size_t(i * cols + j);
+      const uint16_t want = ref_bf16(v[size_t(i * ld + j)]);
+      ASSERT_EQ(h[k], want) << i << "," << j;
+      ASSERT_EQ(bits(r[k]), uint32_t(want) << 16);
+      ASSERT_EQ(bits(back[k]), uint32_t(want) << 16);  // bf16 → fp32 is exact
+    }
+}
+
+namespace {
+
+struct GemmCase {
+  bool ta, tb;
+  int64_t M, N, K;
+  float alpha, beta;
+};
+const GemmCase kCases[] = {
+    {false, false, 33, 47, 65, 1.0f, 0.0f}, {true, false, 20, 31, 18, 1.0f, 1.0f},
+    {false, true, 17, 9, 130, -0.5f, 1.0f}, {true, true, 8, 40, 24, 2.0f, 0.0f},
+    {false, false, 1, 50, 70, 1.0f, 1.0f},  // one row: the gemv path
+};
+
+std::vector<float> randn(int64_t n, uint64_t seed) {
+  marin::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = float(rng.normal());
+  return v;
+}
+
+// C = gemm(A, B) in `d`, starting from the same C0 (beta ≠ 0 reads it).
+std::vector<float> run_gemm(mk::Dtype d, const GemmCase& g, const std::vector<float>& A,
+                            const std::vector<float>& B, const std::vector<float>& C0,
+                            mk::Precision p = mk::Precision::compute) {
+  mk::set_compute_dtype(d);
+  std::vector<float> C = C0;
+  mk::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), g.ta ? g.M : g.K, B.data(),
+                  g.tb ? g.K : g.N, g.beta, C.data(), g.N, p);
+  mk::set_compute_dtype(mk::Dtype::fp32);
+  return C;
+}
+
+}  // namespace
+
+TEST(Bf16Gemm, EmulationIsTheFp32GemmOfTheRoundedInputs) {
+  for (const GemmCase& g : kCases) {
+    SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
+    const auto A = randn(g.M * g.K, 1), B = randn(g.K * g.N, 2), C0 = randn(g.M * g.N, 3);
+    std::vector<float> Ar = A, Br = B;
+    mk::round_to_bf16(Ar.data(), Ar.data(), int64_t(Ar.size()));
+    mk::round_to_bf16(Br.data(), Br.data(), int64_t(Br.size()));
+    const auto emu = run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0);
+    const auto want = run_gemm(mk::Dtype::fp32, g, Ar, Br, C0);
+    const auto fp32 = run_gemm(mk::Dtype::fp32, g, A, B, C0);
+    EXPECT_EQ(emu, want);
+    // The rounding is real: bf16 keeps 8 bits, so the product moves by ~2^-9 relative.
+    EXPECT_NE(emu, fp32);
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < emu.size(); ++i)
+      err = std::max(err, double(std::fabs(emu[i] - fp32[i]))),
+      ref = std::max(ref, double(std::fabs(fp32[i])));
+    EXPECT_LT(err, 0.02 * ref);
+    // A Precision::fp32 GEMM ignores the compute dtype (router logits).
+    EXPECT_EQ(run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0, mk::Precision::fp32), fp32);
+  }
+}
+
+TEST(Bf16Gemm, HardwareMatchesEmulation) {
+  std::string why;
+  if (!mk::bf16_gemm_supported(&why))
+    GTEST_SKIP() << "the real bf16 GEMM needs avx512_bf16 (oneDNN): " << why;
+  for (const GemmCase& g : kCases) {
+    SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
+    const auto A = randn(g.M * g.K, 4), B = randn(g.K * g.N, 5), C0 = randn(g.M * g.N, 6);
+    const auto hw = run_gemm(mk::Dtype::bf16, g, A, B, C0);
+    const auto emu = run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0);
+    // Same products (exact in fp32), sums in another order: a few fp32 ulps of Σ|a·b|.
+    for (size_t i = 0; i < hw.size(); ++i)
+      ASSERT_NEAR(hw[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(g.K)) << i;
+  }
+}
+
+TEST(Dtype, NamesParseAndBadOnesAreRefused) {
+  for (mk::Dtype d : {mk::Dtype::fp32, mk::Dtype::bf16, mk::Dtype::bf16_emulated})
+    EXPECT_EQ(mk::parse_dtype(mk::dtype_name(d)), d);
+  EXPECT_THROW(mk::parse_dtype("fp16"), marin::Error);
+  EXPECT_THROW(mk::resolve_dtype("bfloat16"), marin::Error);
+  EXPECT_EQ(mk::resolve_dtype("fp32").dtype, mk::Dtype::fp32);
+  EXPECT_EQ(mk::resolve_dtype("bf16-emulated").dtype, mk::Dtype::bf16_emulated);
+  EXPECT_TRUE(mk::resolve_dtype("bf16-emulated").message.empty());
+}
+
+// auto stays fp32 on every CPU until the bf16 path has run on avx512_bf16 hardware
+// (docs/architecture.md, "Compute dtype"): a default run's numbers do not depend on the CPU.
+TEST(Dtype, AutoIsFp32OnEveryCpuForNow) {
+  const mk::DtypeChoice c = mk::resolve_dtype("auto");
+  EXPECT_EQ(c.dtype, mk::Dtype::fp32);
+  EXPECT_TRUE(c.message.empty()) << c.message;
+}
+
+TEST(Dtype, Bf16WithoutTheHardwareFallsBackToFp32WithOneLine) {
+  const mk::DtypeChoice c = mk::resolve_dtype("bf16");
+  std::string why;
+  if (mk::bf16_gemm_supported(&why)) {
+    EXPECT_EQ(c.dtype, mk::Dtype::bf16);
+    EXPECT_TRUE(c.message.empty());
+    return;
+  }
+  EXPECT_EQ(c.dtype, mk::Dtype::fp32);
+  EXPECT_NE(c.message.find("--dtype bf16"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("computing in fp32"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find(why), std::string::npos) << c.message;
+  EXPECT_EQ(c.message.find('\n'), std::string::npos) << "one line: " << c.message;
+  if (!mk::cpu_has_avx512_bf16()) {
+    EXPECT_NE(c.message.find("no avx512_bf16"), std::string::npos) << c.message;
+  }
+  // Setting bf16 directly, past the resolution, is refused rather than failing mid-GEMM.
+  EXPECT_THROW(mk::set_compute_dtype(mk::Dtype::bf16), marin::Error);
+  EXPECT_EQ(mk::compute_dtype(), mk::Dtype::fp32);
+}
+
+namespace {
+using marin::testing::metrics;
+using marin::testing::run;
+using marin::testing::TempDir;
+using marin::testing::write_rows;
+}  // namespace
+
+// 30 steps of `tiny` through `marin train` in fp32 and in bf16 emulation: the emulation changes
+// the numbers (it ran) but not the outcome (within 2 % of the fp32 loss), and the dtype is on
+// record in run.json and every metrics line.
+TEST(Bf16Train, EmulatedTinyEndsWithin2PercentOfFp32) {
+  TempDir tmp("bf16");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string base =
+      "train --preset tiny --batch 8 --steps 30 --seed 5 --rows " + tmp.str("rows.bin");
+  auto r = run(base + " --dtype fp32 --out " + tmp.str("fp32"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run(base + " --dtype bf16-emulated --out " + tmp.str("emu"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto a = metrics(tmp.str("fp32")), b = metrics(tmp.str("emu"));
+  ASSERT_EQ(a.size(), 30u);
+  ASSERT_EQ(b.size(), 30u);
+  for (const auto& m : a) EXPECT_EQ(m["dtype"], "fp32");
+  for (const auto& m : b) EXPECT_EQ(m["dtype"], "bf16-emulated");
+  const double la = a.back()["loss"].get<double>(), lb = b.back()["loss"].get<double>();
+  std::printf("tiny, 30 steps: end loss fp32 %.6f, bf16-emulated %.6f (%+.3f %%)\n", la, lb,
+              100 * (lb - la) / la);
+  EXPECT_NE(la, lb) << "bf16 emulation left every GEMM unchanged";
+  EXPECT_LT(std::fabs(lb - la), 0.02 * la) << "fp32 " << la << ", bf16-emulated " << lb;
+  EXPECT_LT(la, a.front()["loss"].get<double>() - 1.0);  // both runs learn
+  EXPECT_LT(lb, b.front()["loss"].get<double>() - 1.0);
+  const auto run_json = nlohmann::json::parse(marin::read_file(tmp.str("emu/run.json")));
+  EXPECT_EQ(run_json["dtype"], "bf16-emulated");
+  EXPECT_EQ(run_json["options"]["dtype"], "bf16-emulated");
+}
+
+// The request as the user makes it: `--dtype bf16` on a CPU without it trains in fp32 and says
+// so once; `auto` records what it resolved to; bench reports the dtype.
+TEST(Bf16Train, CliReportsTheDtypeAndTheFallback) {
+  TempDir tmp("bf16cli");
+  write_rows(tmp.str("rows.bin"), 16);
+  const std::string base =
+      "train --preset tiny --batch 4 --steps 2 --seed 5 --rows " + tmp.str("rows.bin");
+  const bool hw = mk::bf16_gemm_supported();
+  auto r = run(base + " --dtype bf16 --out " + tmp.str("bf16"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto m = metrics(tmp.str("bf16"));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["dtype"], hw ? "bf16" : "fp32");
+  const std::string line = "marin: --dtype bf16: ";
+  if (!hw) {
+    const size_t at = r.out.find(line);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(line, at + 1), std::string::npos) << "said more than once:\n" << r.out;
+  }
+  r = run(base + " --out " + tmp.str("auto"));  // the default: auto
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("--dtype"), std::string::npos) << r.out;
+  m = metrics(tmp.str("auto"));
+  EXPECT_EQ(m[0]["dtype"], mk::resolve_dtype("auto").dtype == mk::Dtype::bf16 ? "bf16" : "fp32");
+  EXPECT_EQ(nlohmann::json::parse(marin::read_file(tmp.str("auto/run.json")))["options"]["dtype"],
+            "auto");
+  r = run("train --preset tiny --steps 2 --dtype fp16 --rows " + tmp.str("rows.bin") + " --out " +
+          tmp.str("bad"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--dtype"), std::string::npos) << r.out;
+
+  r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --json --dtype bf16-emulated");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["dtype"], "bf16-emulated");
+  EXPECT_EQ(j["dtype_requested"], "bf16-emulated");
+  r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(hw ? "dtype: bf16)" : "dtype: fp32)"), std::string::npos) << r.out;
+}
