@@ -4,16 +4,23 @@
 #   1. the test suite built with ASan + UBSan (g++, build-asan) and run, less the long
 #      end-to-end runs listed in ASAN_EXCLUDE (they repeat code the kept tests cover, and under
 #      the sanitizers they alone would take longer than the CI budget);
-#   2. every libFuzzer target (clang, build-fuzz) for FUZZ_SECONDS (30) each, two at a time,
-#      from its committed seed corpus fuzz/corpus/<target>/.
+#   2. every libFuzzer target (clang, build-fuzz), two at a time, from its committed seed corpus
+#      fuzz/corpus/<target>/: FUZZ_RUNS (20000) inputs from the fixed seed FUZZ_SEED (1), capped
+#      at FUZZ_SECONDS (30) each. A fixed seed and count make the run reproducible: CI replays
+#      the inputs a run here saw (or a prefix of them, when the cap stops it first) rather than
+#      finding new ones at random on the day; longer exploration is a separate run
+#      (FUZZ_RUNS=-1 FUZZ_SECONDS=600: unbounded count, ten minutes).
 # A sanitizer report, a failing test or a fuzzer finding fails the script. HARDENING=asan or
-# HARDENING=fuzz runs one half; FUZZ_SECONDS and FUZZ_JOBS change the fuzzing budget.
+# HARDENING=fuzz runs one half; FUZZ_RUNS, FUZZ_SEED, FUZZ_SECONDS and FUZZ_JOBS change the
+# fuzzing budget.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=$(nproc)
 WHAT=${HARDENING:-all}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_RUNS=${FUZZ_RUNS:-20000}
+FUZZ_SEED=${FUZZ_SEED:-1}
 FUZZ_JOBS=${FUZZ_JOBS:-2}
 LAUNCH=()
 if command -v ccache >/dev/null; then
@@ -62,9 +69,10 @@ if [[ $WHAT == all || $WHAT == fuzz ]]; then
   mkdir -p build-fuzz/findings
   run_one() {
     local t=$1 work=build-fuzz/corpus/$1
-    mkdir -p "$work"
-    # New inputs go to the scratch corpus (first directory), never into the committed seeds.
-    if build-fuzz/fuzz/"$t" "$work" "fuzz/corpus/$t" -max_total_time="$FUZZ_SECONDS" \
+    # New inputs go to the scratch corpus (first directory), never into the committed seeds; it
+    # starts empty, so every run begins from the seeds alone and is the same run.
+    rm -rf "$work" && mkdir -p "$work"
+    if build-fuzz/fuzz/"$t" "$work" "fuzz/corpus/$t" -seed="$FUZZ_SEED" -runs="$FUZZ_RUNS" -max_total_time="$FUZZ_SECONDS" \
          -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
          -artifact_prefix="build-fuzz/findings/$t-" >"build-fuzz/$t.log" 2>&1; then
       echo "fuzz: $t ok ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "build-fuzz/$t.log" | grep -o '[0-9]*$') runs)"
@@ -75,7 +83,7 @@ if [[ $WHAT == all || $WHAT == fuzz ]]; then
     fi
   }
   export -f run_one
-  export FUZZ_SECONDS
+  export FUZZ_SECONDS FUZZ_RUNS FUZZ_SEED
   ls fuzz/corpus | xargs -P "$FUZZ_JOBS" -I{} bash -c 'run_one {}'
   stamp "fuzzing"
 fi
