@@ -156,6 +156,10 @@ f2["inputs"]["target"]["steps"] = 50
 put("fuzz_forecast_json", "other_steps", json.dumps(f2))
 put("fuzz_forecast_json", "partial", json.dumps({"format": "marin-forecast-v1", "inputs": {"target": {"steps": 100}},
                                                   "fits": [{"fraction": 1.0, "predicted_loss": None}]}))
+# Found by fuzz_forecast_json (CI run, 2026-12-01): a "format" that is not a string threw
+# nlohmann's type_error from value("format", "") instead of a refusal. Kept as a regression seed.
+put("fuzz_forecast_json", "format_object", json.dumps({"format": {"target": {"steps": 100}},
+                                                       "uits": [{"fraction": 1.4, "predicted_los|s": None}]}))
 
 put("fuzz_corpus_jsonl", "two_docs", 'train-00000.jsonl\n{"id":"a","text":"In the beginning."}\n\n{"text":"caf\\u00e9"}\n')
 put("fuzz_corpus_jsonl", "bad_utf8", b'{"text":"caf\xe9"}\n')

@@ -245,8 +245,8 @@ TokenManifest TokenManifest::load(const std::string& dir) {
   TokenManifest m;
   m.dir = dir;
   try {
-    if (j.value("format", "") != kFormat)
-      fail("{}: format is '{}', expected '{}'", file, j.value("format", ""), kFormat);
+    if (j.value("format", json()) != kFormat)
+      fail("{}: format is {}, expected '{}'", file, j.value("format", json()).dump(), kFormat);
     m.tokenizer_hash = parse_hex(j.at("tokenizer_hash"), file);
     m.vocab_size = j.at("vocab_size").get<uint32_t>();
     m.corpus = j.value("corpus", "");

@@ -780,7 +780,7 @@ ForecastTracker::ForecastTracker(const std::string& forecast_path, int64_t total
 }
 
 ForecastTracker ForecastTracker::from_json(const json& f, int64_t total_steps) {
-  if (!f.is_object() || f.value("format", "") != "marin-forecast-v1")
+  if (!f.is_object() || f.value("format", json()) != "marin-forecast-v1")
     fail("not a marin forecast (format)");
   ForecastTracker t;
   try {

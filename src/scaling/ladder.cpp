@@ -853,7 +853,7 @@ json read_ladder_json(const std::string& dir) {
   } catch (const json::exception& e) {
     fail("{}: not valid JSON: {}", file, e.what());
   }
-  if (!j.is_object() || j.value("format", "") != "marin-ladder-v1")
+  if (!j.is_object() || j.value("format", json()) != "marin-ladder-v1")
     fail("{}: not a marin ladder.json", file);
   return j;
 }

@@ -83,7 +83,7 @@ TaskItems read_task_items(const std::string& file) {
     if (!j.is_object()) fail("{}: expected a JSON object", where);
     if (!have_header) {
       have_header = true;
-      if (j.value("format", "") != "marin-tasks/1")
+      if (j.value("format", json()) != "marin-tasks/1")
         fail(
             "{}: expected the header {{\"format\": \"marin-tasks/1\", …}} of a rendered task "
             "(scripts/render_tasks.py)",
