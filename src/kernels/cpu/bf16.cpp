@@ -99,38 +99,45 @@ HWY_EXPORT(RoundToBf16);
 }  // namespace cpu
 
 // Rows of the matrix are independent; big conversions are split over the threads by rows (or,
-// for one long row, by chunks).
+// for one long row, by chunks). Both conversions share the loops: `convert` is the kernel of
+// the CPU's best target.
 namespace {
 constexpr i64 kChunk = 1 << 14;
-}
 
-void to_bf16(const float* x, uint16_t* y, i64 n) {
+template <class Out>
+using Convert = void (*)(const float*, Out*, i64);
+
+template <class Out>
+void in_chunks(Convert<Out> convert, const float* x, Out* y, i64 n) {
   const i64 chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= cpu::kParallelMin)
   for (i64 c = 0; c < chunks; ++c) {
     const i64 b = c * kChunk;
-    HWY_DYNAMIC_DISPATCH(cpu::ToBf16)(x + b, y + b, std::min(kChunk, n - b));
+    convert(x + b, y + b, std::min(kChunk, n - b));
   }
+}
+
+template <class Out>
+void by_rows(Convert<Out> convert, const float* x, i64 rows, i64 cols, i64 ld, Out* y) {
+#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelMin)
+  for (i64 r = 0; r < rows; ++r) convert(x + r * ld, y + r * cols, cols);
+}
+}  // namespace
+
+void to_bf16(const float* x, uint16_t* y, i64 n) {
+  in_chunks<uint16_t>(&HWY_DYNAMIC_DISPATCH(cpu::ToBf16), x, y, n);
 }
 
 void round_to_bf16(const float* x, float* y, i64 n) {
-  const i64 chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= cpu::kParallelMin)
-  for (i64 c = 0; c < chunks; ++c) {
-    const i64 b = c * kChunk;
-    HWY_DYNAMIC_DISPATCH(cpu::RoundToBf16)(x + b, y + b, std::min(kChunk, n - b));
-  }
+  in_chunks<float>(&HWY_DYNAMIC_DISPATCH(cpu::RoundToBf16), x, y, n);
 }
 
 void to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, uint16_t* y) {
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelMin)
-  for (i64 r = 0; r < rows; ++r) HWY_DYNAMIC_DISPATCH(cpu::ToBf16)(x + r * ld, y + r * cols, cols);
+  by_rows<uint16_t>(&HWY_DYNAMIC_DISPATCH(cpu::ToBf16), x, rows, cols, ld, y);
 }
 
 void round_to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, float* y) {
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelMin)
-  for (i64 r = 0; r < rows; ++r)
-    HWY_DYNAMIC_DISPATCH(cpu::RoundToBf16)(x + r * ld, y + r * cols, cols);
+  by_rows<float>(&HWY_DYNAMIC_DISPATCH(cpu::RoundToBf16), x, rows, cols, ld, y);
 }
 
 void from_bf16(const uint16_t* x, float* y, i64 n) {
