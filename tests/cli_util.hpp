@@ -126,4 +126,17 @@ inline std::string tokenize_fixture(const TempDir& dir, int vocab = 512) {
   return r.code == 0 ? "" : r.out;
 }
 
+// The [family] table of a ladder whose d64 rung is the `tiny` preset (configs/ladder_tiny.toml's
+// family), for ladder configs written inside tests.
+inline const std::string kTinyFamily = R"(
+[family]
+head_dim = 8
+num_experts = 8
+top_k = 2
+gated_norm_rank = 16
+seq_len = 64
+sliding_window = 32
+vocab_size = 512
+)";
+
 }  // namespace marin::testing

@@ -149,7 +149,7 @@ TEST(Laws, EachFamilyRecoversItsLawFromANoisyLadder) {
     const double far = c.back() * 10;
     EXPECT_NEAR(f.predict(far), truth.predict(far), 0.02 * truth.predict(far)) << what;
     EXPECT_GT(f.r2, 0.99) << what;
-    ASSERT_EQ(f.loo_errors.size(), 6u) << what;
+    ASSERT_EQ(f.loo.errors.size(), 6u) << what;
     // Exact data: exactly recovered.
     std::vector<double> exact;
     for (double x : c) exact.push_back(truth.predict(x));
@@ -295,15 +295,7 @@ seeds = [0, 1]
 lr_multiplier = 2.0
 [rung.d64]
 seeds = [5, 6, 7]
-[family]
-head_dim = 8
-num_experts = 8
-top_k = 2
-gated_norm_rank = 16
-seq_len = 64
-sliding_window = 32
-vocab_size = 512
-)",
+)" + marin::testing::kTinyFamily,
                                             "s");
   c.set_rows_data("t.bin", "v.bin");
   c.finalize();
@@ -479,15 +471,7 @@ TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
 // --- token budgets and the chinchilla law -------------------------------------------------------
 
 TEST(Budgets, EachBudgetIsARunWithItsOwnSchedule) {
-  const std::string family = R"([family]
-head_dim = 8
-num_experts = 8
-top_k = 2
-gated_norm_rank = 16
-seq_len = 64
-sliding_window = 32
-vocab_size = 512
-)";
+  const std::string& family = marin::testing::kTinyFamily;
   auto c = sc::LadderConfig::from_toml_text(R"([ladder]
 widths = [32, 64]
 layers = [2, 2]
@@ -658,8 +642,8 @@ TEST(Chinchilla, RecoversAKnownLawByVariableProjection) {
     EXPECT_NEAR(f.B / t.B, 1, 1e-3) << what;
     EXPECT_NEAR(f.predict(t.nt, t.dt), t(t.nt, t.dt), 1e-6) << what;
     EXPECT_EQ(f.e_fitted, !e) << what;
-    ASSERT_EQ(f.loo_errors.size(), 20u) << what;  // every budget of a rung left out together
-    EXPECT_LT(f.loo_rmse, 1e-5) << what;
+    ASSERT_EQ(f.loo.errors.size(), 20u) << what;  // every budget of a rung left out together
+    EXPECT_LT(f.loo.rmse, 1e-5) << what;
     EXPECT_GT(f.r2, 1 - 1e-9) << what;
   }
   // 0.3% noise: the parameters within tolerance and the target (2× the largest rung) within 1%.

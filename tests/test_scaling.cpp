@@ -19,6 +19,7 @@
 #include "scaling/ladder.hpp"
 #include "train/run_checkpoint.hpp"
 
+using marin::testing::kTinyFamily;
 using marin::testing::run;
 using marin::testing::TempDir;
 using nlohmann::json;
@@ -60,8 +61,8 @@ TEST(Fit, FixedLInfRecoversAAndAlphaExactly) {
   EXPECT_FALSE(f.l_inf_fitted);
   EXPECT_NEAR(f.r2, 1.0, 1e-12);
   EXPECT_NEAR(f.r2_log, 1.0, 1e-12);
-  ASSERT_EQ(f.loo_errors.size(), 5u);
-  EXPECT_LT(f.loo_max_abs, 1e-9);
+  ASSERT_EQ(f.loo.errors.size(), 5u);
+  EXPECT_LT(f.loo.max_abs, 1e-9);
 }
 
 TEST(Fit, FixedLInfWithNoise) {
@@ -76,7 +77,7 @@ TEST(Fit, FixedLInfWithNoise) {
     EXPECT_NEAR(f.predict(C), 1.5 + 40.0 * std::pow(C, -0.12), 0.01) << "C=1e" << e;
   }
   EXPECT_GT(f.r2, 0.99);
-  EXPECT_GT(f.loo_rmse, 0);
+  EXPECT_GT(f.loo.rmse, 0);
 }
 
 TEST(Fit, FittedLInfRecoversTheLaw) {
@@ -100,7 +101,7 @@ TEST(Fit, FittedLInfRecoversTheLaw) {
   f = sc::fit_power_law(c, l, std::nullopt);
   EXPECT_NEAR(f.l_inf, 2.0, 0.05);
   EXPECT_NEAR(f.alpha, 0.2, 0.02);
-  ASSERT_EQ(f.loo_errors.size(), 7u);
+  ASSERT_EQ(f.loo.errors.size(), 7u);
   // A wrong L∞ fits worse in loss space than the fitted one (it is the minimiser).
   EXPECT_LT(f.sse, sc::fit_fixed(c, l, 1.5).sse);
   EXPECT_LT(f.sse, sc::fit_fixed(c, l, 1.9).sse);
@@ -113,16 +114,16 @@ TEST(Fit, LeaveOneOutByHand) {
   //   without C=1:   slope 0.4 per decade from 0.5 at C=10 → 1.25 at C=1: 2.25 − 2 → +0.25
   const std::vector<double> c = {1, 10, 100}, l = {2.0, 1.5, 1.2};
   const sc::PowerLawFit f = sc::fit_power_law(c, l, 1.0);
-  ASSERT_EQ(f.loo_errors.size(), 3u);
-  EXPECT_NEAR(f.loo_errors[0], 0.25, 1e-12);
-  EXPECT_NEAR(f.loo_errors[1], std::sqrt(0.2) + 1 - 1.5, 1e-12);
-  EXPECT_NEAR(f.loo_errors[2], 0.05, 1e-12);
+  ASSERT_EQ(f.loo.errors.size(), 3u);
+  EXPECT_NEAR(f.loo.errors[0], 0.25, 1e-12);
+  EXPECT_NEAR(f.loo.errors[1], std::sqrt(0.2) + 1 - 1.5, 1e-12);
+  EXPECT_NEAR(f.loo.errors[2], 0.05, 1e-12);
   const double rmse =
       std::sqrt((0.25 * 0.25 + std::pow(std::sqrt(0.2) - 0.5, 2) + 0.05 * 0.05) / 3);
-  EXPECT_NEAR(f.loo_rmse, rmse, 1e-12);
-  EXPECT_NEAR(f.loo_max_abs, 0.25, 1e-12);
+  EXPECT_NEAR(f.loo.rmse, rmse, 1e-12);
+  EXPECT_NEAR(f.loo.max_abs, 0.25, 1e-12);
   // Too few points for a leave-one-out: none reported.
-  EXPECT_TRUE(sc::fit_power_law({1, 10}, {2.0, 1.5}, 1.0).loo_errors.empty());
+  EXPECT_TRUE(sc::fit_power_law({1, 10}, {2.0, 1.5}, 1.0).loo.errors.empty());
 }
 
 TEST(Fit, RefusesBadInput) {
@@ -134,19 +135,6 @@ TEST(Fit, RefusesBadInput) {
 }
 
 // --- ladder files -----------------------------------------------------------------------------
-
-namespace {
-const std::string kTinyFamily = R"(
-[family]
-head_dim = 8
-num_experts = 8
-top_k = 2
-gated_norm_rank = 16
-seq_len = 64
-sliding_window = 32
-vocab_size = 512
-)";
-}  // namespace
 
 TEST(Ladder, ShapeRuleRungsAreThePresets) {
   // tiny and cpu-small are members of the family: the shape rule plus their non-derived fields.

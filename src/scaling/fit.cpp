@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -57,6 +58,20 @@ double PowerLawFit::predict(double compute) const {
   return l_inf + std::exp(z);
 }
 
+LeaveOneOut LeaveOneOut::of(std::vector<double> errors) {
+  LeaveOneOut l;
+  double sq = 0;
+  for (double e : errors) sq += e * e, l.max_abs = std::max(l.max_abs, std::abs(e));
+  if (!errors.empty()) l.rmse = std::sqrt(sq / double(errors.size()));
+  l.errors = std::move(errors);
+  return l;
+}
+
+nlohmann::json LeaveOneOut::to_json() const {
+  if (errors.empty()) return nullptr;
+  return {{"errors", errors}, {"rmse", rmse}, {"max_abs", max_abs}};
+}
+
 nlohmann::json PowerLawFit::to_json() const {
   nlohmann::json j = {{"law", law_name(family)},
                       {"A", A},
@@ -69,10 +84,7 @@ nlohmann::json PowerLawFit::to_json() const {
                       {"r2", r2},
                       {"r2_log", r2_log}};
   if (family == LawFamily::Sigmoid) j["ceiling"] = ceiling;
-  if (!loo_errors.empty())
-    j["loo"] = {{"errors", loo_errors}, {"rmse", loo_rmse}, {"max_abs", loo_max_abs}};
-  else
-    j["loo"] = nullptr;
+  j["loo"] = loo.to_json();
   return j;
 }
 
@@ -218,7 +230,7 @@ PowerLawFit fit_law(const std::vector<double>& compute, const std::vector<double
   PowerLawFit f = fit_once(compute, loss, spec, w);
   const size_t n = compute.size(), need = size_t(spec.parameters());
   if (n - 1 >= need) {
-    double sq = 0;
+    std::vector<double> err;
     for (size_t i = 0; i < n; ++i) {
       std::vector<double> c, l, ww;
       for (size_t j = 0; j < n; ++j)
@@ -227,12 +239,9 @@ PowerLawFit fit_law(const std::vector<double>& compute, const std::vector<double
           if (!w.empty()) ww.push_back(w[j]);
         }
       const PowerLawFit g = fit_once(c, l, spec, ww);
-      const double e = g.predict(compute[i]) - loss[i];
-      f.loo_errors.push_back(e);
-      sq += e * e;
-      f.loo_max_abs = std::max(f.loo_max_abs, std::abs(e));
+      err.push_back(g.predict(compute[i]) - loss[i]);
     }
-    f.loo_rmse = std::sqrt(sq / double(n));
+    f.loo = LeaveOneOut::of(std::move(err));
   }
   return f;
 }
@@ -423,10 +432,7 @@ nlohmann::json ChinchillaFit::to_json() const {
                       {"n", n},
                       {"sse", sse},
                       {"r2", r2}};
-  if (!loo_errors.empty())
-    j["loo"] = {{"errors", loo_errors}, {"rmse", loo_rmse}, {"max_abs", loo_max_abs}};
-  else
-    j["loo"] = nullptr;
+  j["loo"] = loo.to_json();
   return j;
 }
 
@@ -645,10 +651,7 @@ ChinchillaFit fit_chinchilla_law(const NDPoints& p, std::optional<double> e_fixe
   } catch (const Error&) {
     return f;  // too few rungs or budgets left without one: no leave-one-out
   }
-  double sq = 0;
-  for (double e : err) sq += e * e, f.loo_max_abs = std::max(f.loo_max_abs, std::abs(e));
-  f.loo_errors = err;
-  f.loo_rmse = std::sqrt(sq / double(n));
+  f.loo = LeaveOneOut::of(std::move(err));
   return f;
 }
 

@@ -39,6 +39,15 @@ struct LawSpec {
   nlohmann::json to_json() const;
 };
 
+// Leave-one-rung-out errors of a fit: for each point, the fit on the other rungs predicts it;
+// error = L̂ − L (nats). Empty when too few rungs remain to determine the law.
+struct LeaveOneOut {
+  std::vector<double> errors;
+  double rmse = 0, max_abs = 0;
+  static LeaveOneOut of(std::vector<double> errors);
+  nlohmann::json to_json() const;  // null when empty
+};
+
 struct PowerLawFit {
   LawFamily family = LawFamily::Power;
   double ceiling = 0;  // sigmoid only
@@ -49,10 +58,7 @@ struct PowerLawFit {
   double sse = 0;               // Σ w·(L − L̂)² in nats² (w = 1 without weights)
   double r2 = 0;                // 1 − SSE/SST in loss space
   double r2_log = 0;            // R² of the transformed line
-  // Leave-one-rung-out: for point i, the fit on the others predicts L_i; error = L̂_i − L_i (nats).
-  // Empty when too few points remain to fit (2 with L∞ fixed, 3 with L∞ fitted).
-  std::vector<double> loo_errors;
-  double loo_rmse = 0, loo_max_abs = 0;
+  LeaveOneOut loo;  // each point its own rung; empty when the others are fewer than the parameters
 
   double predict(double compute) const;
   nlohmann::json to_json() const;
@@ -142,10 +148,7 @@ struct ChinchillaFit {
   bool e_fitted = false;
   int n = 0;
   double sse = 0, r2 = 0;  // Σ w·(L − L̂)², 1 − SSE/SST in loss space
-  // Leave-one-rung-out: every budget of a rung left out together and predicted by the others;
-  // error = L̂ − L per point (nats). Empty when the rest cannot determine the law.
-  std::vector<double> loo_errors;
-  double loo_rmse = 0, loo_max_abs = 0;
+  LeaveOneOut loo;         // every budget of a rung left out together and predicted by the others
   double predict(double n_params, double tokens) const;
   nlohmann::json to_json() const;
 };
