@@ -9,10 +9,7 @@
 
 #include <atomic>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -59,13 +56,14 @@ void gemm_emulated(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const flo
   sgemm(ta, tb, M, N, K, alpha, a, sa.cols, b, sb.cols, beta, C, ldc);
 }
 
-// ---- oneDNN bf16 matmul: one primitive per shape, created on first use and kept ----
+// ---- oneDNN bf16 matmul ----
+// A primitive per shape. oneDNN keeps created primitives in its own LRU cache (1024 by default,
+// DNNL_PRIMITIVE_CACHE_CAPACITY), so re-creating one for a shape seen before costs a look-up,
+// and the many shapes of the experts' GEMMs (one per token count) cannot grow memory without
+// bound.
 struct Dnnl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::mutex mu;
-  using Key = std::tuple<bool, bool, i64, i64, i64, i64, float, float>;
-  std::map<Key, dnnl::matmul> prims;
 };
 Dnnl& dnnl_state() {
   static Dnnl d;
@@ -87,25 +85,15 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   const md wei_md({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
   const md dst_md({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
   Dnnl& d = dnnl_state();
-  dnnl::matmul prim;
-  {
-    std::lock_guard<std::mutex> lock(d.mu);
-    const Dnnl::Key key{ta, tb, M, N, K, ldc, alpha, beta};
-    auto it = d.prims.find(key);
-    if (it == d.prims.end()) {
-      dnnl::primitive_attr attr;
-      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-      if (beta != 0.0f) {
-        dnnl::post_ops po;
-        po.append_sum(beta);
-        attr.set_post_ops(po);
-      }
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr,
-                                            d.engine);
-      it = d.prims.emplace(key, dnnl::matmul(pd)).first;
-    }
-    prim = it->second;
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
   }
+  const dnnl::matmul prim(
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, d.engine));
   dnnl::memory src(src_md, d.engine, a), wei(wei_md, d.engine, b), dst(dst_md, d.engine, C);
   prim.execute(d.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
   d.stream.wait();
