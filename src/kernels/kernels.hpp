@@ -31,6 +31,19 @@ Dtype parse_dtype(const std::string& name);
 // the command that runs a model (train, bench, eval, sample, score) from its --dtype.
 void set_compute_dtype(Dtype d);
 Dtype compute_dtype();
+// The compute dtype `d` for one scope (a trainer's step, validation or evaluation), the previous
+// one after it: two models of one process (a test's, a ladder's rungs) never run in each
+// other's dtype.
+class DtypeScope {
+ public:
+  explicit DtypeScope(Dtype d) : previous_(compute_dtype()) { set_compute_dtype(d); }
+  ~DtypeScope() { set_compute_dtype(previous_); }
+  DtypeScope(const DtypeScope&) = delete;
+  DtypeScope& operator=(const DtypeScope&) = delete;
+
+ private:
+  Dtype previous_;
+};
 // What a --dtype request ("auto", "fp32", "bf16", "bf16-emulated") computes in on this CPU.
 // auto: fp32 (bf16 once the oneDNN path has been proven on an avx512_bf16 CPU; see
 // docs/architecture.md, "Compute dtype"). bf16 where oneDNN's start-up check fails: fp32, with

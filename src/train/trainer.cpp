@@ -182,8 +182,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   // process.
   const kernels::DtypeChoice dt = kernels::resolve_dtype(o.dtype);
   if (!dt.message.empty() && comm_->is_root()) fmt::print(stderr, "{}\n", dt.message);
-  dtype_ = dt.dtype;
-  kernels::set_compute_dtype(dtype_);
+  dtype_ = dt.dtype;  // in force while this trainer computes (kernels::DtypeScope)
   // The run directory is this run's until it ends (run_lock.hpp); rank 0 is its one writer.
   if (comm_->is_root() && !lock_) lock_ = claim_run_dir(run_dir, fresh, o.overwrite);
   comm_->barrier();
@@ -497,7 +496,7 @@ std::string Trainer::check_update() {
 StepResult Trainer::train_step() {
   const ModelConfig& c = opt_.model;
   StepResult out;
-  kernels::set_compute_dtype(dtype_);
+  const kernels::DtypeScope dtype(dtype_);
   data_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
   for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
   for (int64_t l = 0; l < c.num_layers; ++l) model_->block(l).moe().take_traffic();  // validation
@@ -584,7 +583,7 @@ StepResult Trainer::train_step() {
 
 double Trainer::validate() {
   if (!valid_) return -1;
-  kernels::set_compute_dtype(dtype_);
+  const kernels::DtypeScope dtype(dtype_);
   const nlohmann::json saved = valid_->state();  // every validation reads the same rows
   const Transport t = model_->transport;
   model_->transport = Transport::Dropless;  // evaluation is always dropless
@@ -615,6 +614,7 @@ nlohmann::json Trainer::evaluate_domains(const eval::MacroEvaluator* ev) {
     }
     ev = all_domains_.get();
   }
+  const kernels::DtypeScope dtype(dtype_);
   return eval::summary(ev->evaluate(*model_, comm_));
 }
 
@@ -651,6 +651,7 @@ nlohmann::json Trainer::evaluate_tasks() {
   o.index = tasks_->index ? &*tasks_->index : nullptr;
   o.progress = false;
   o.group = comm_;
+  const kernels::DtypeScope dtype(dtype_);
   const eval::TaskResults r = eval::score_tasks(*model_, tasks_->tok, tasks_->tasks, o);
   if (is_root()) {
     nlohmann::json j = r.to_json({{"model", "marin"},
