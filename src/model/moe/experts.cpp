@@ -25,14 +25,9 @@ GroupedExperts<T>::GroupedExperts(const Binder<T>& bind, const ModelConfig& c, i
 template <class T>
 SwiGLUFFN<T> GroupedExperts<T>::expert(i64 e, const ExpertGrads<T>& g) const {
   const i64 m = l_ * ed_;
-  return {wg_.w + e * m,
-          wu_.w + e * m,
-          wd_.w + e * m,
-          g.wg + e * m,
-          g.wu + e * m,
-          g.wd + e * m,
-          l_,
-          ed_};
+  // An inference model has no gradients: null stays null (null + offset is undefined).
+  auto at = [&](T* p) { return p ? p + e * m : nullptr; };
+  return {wg_.w + e * m, wu_.w + e * m, wd_.w + e * m, at(g.wg), at(g.wu), at(g.wd), l_, ed_};
 }
 
 template <class T>
