@@ -623,10 +623,8 @@ TEST(ValidationSource, AllDocumentsInOrderThenPadding) {
     for (uint32_t t : sh.document(d)) want.push_back(int32_t(t));
   EXPECT_EQ(v->total_rows(), int64_t((want.size() + S - 1) / S));
   uint64_t scored = 0;
-  int rows = 0;
   while (!v->done()) {
     Batch b = take(*v, 2, S);
-    rows += 2;
     for (size_t i = 0; i < b.tok.size(); ++i) {
       if (b.seg[i] < 0) {
         EXPECT_EQ(b.lab[i], -1);

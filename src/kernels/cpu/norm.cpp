@@ -22,7 +22,7 @@ namespace {
 
 template <class T>
 void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, double eps) {
-  const bool par = rows * dim >= cpu::kParallelMin;
+  [[maybe_unused]] const bool par = rows * dim >= cpu::kParallelMin;  // unused without OpenMP
 #pragma omp parallel for schedule(static) if (par)
   for (i64 r = 0; r < rows; ++r) {
     const T* xr = x + r * dim;
@@ -47,7 +47,7 @@ void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, dou
 template <class T>
 void rmsnorm_bwd_t(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T* dg, i64 rows,
                    i64 dim) {
-  const bool par = rows * dim >= cpu::kParallelMin;
+  [[maybe_unused]] const bool par = rows * dim >= cpu::kParallelMin;  // unused without OpenMP
 #pragma omp parallel for schedule(static) if (par)
   for (i64 r = 0; r < rows; ++r) {
     const T* xr = x + r * dim;

@@ -52,10 +52,14 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 // The bf16 dot-product loop needs AVX512_BF16, which Highway 1.0 has no target for: it is
 // compiled for that extension alone and only called after the CPU reports it.
+#if defined(__GNUC__) && !defined(__clang__)  // g++'s false alarm in its own headers
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 namespace marin::kernels {
 

@@ -46,7 +46,7 @@ template <class T>
 void sconv_bwd_t(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T* dw, int B,
                  int S, int C, int k) {
   const i64 rows = i64(B) * S;
-  const bool par = rows * C >= cpu::kParallelMin;
+  [[maybe_unused]] const bool par = rows * C >= cpu::kParallelMin;  // unused without OpenMP
 #pragma omp parallel for schedule(static) if (par)
   for (i64 bt = 0; bt < rows; ++bt) {
     const i64 t = bt % S;
