@@ -18,12 +18,15 @@ class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t n) { resize(n); }
-  Buffer(const Buffer& o) : Buffer(o.n_) {
+  // Copies write every element once (no zeroing first: a copy of the parameters and optimizer
+  // state is taken every training step, UpdateGuard).
+  Buffer(const Buffer& o) {
+    reallocate(o.n_);
     if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T));
   }
   Buffer& operator=(const Buffer& o) {
     if (this != &o) {
-      resize(o.n_);
+      reallocate(o.n_);
       if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T));
     }
     return *this;
@@ -38,21 +41,7 @@ class Buffer {
 
   // Reallocates only when the size changes; contents are zeroed.
   void resize(size_t n) {
-    if (n != n_) {
-      std::free(p_);
-      p_ = nullptr;
-      n_ = n;
-      if (n) {
-        // Refused before it is attempted (limits.hpp): not a wrapped size, not more than the
-        // machine has. Sized-from-config callers check first with a message of their own.
-        if (n > (size_t(INT64_MAX) - 63) / sizeof(T))
-          fail("a buffer of {} elements of {} bytes overflows a 64-bit size", n, sizeof(T));
-        require_memory(int64_t(n * sizeof(T)), fmt::format("a buffer of {} elements", n));
-        size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-        p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-        if (!p_) throw std::bad_alloc();
-      }
-    }
+    reallocate(n);
     zero();
   }
   void zero() {
@@ -72,6 +61,24 @@ class Buffer {
   const T* end() const { return p_ + n_; }
 
  private:
+  // Storage for n elements (contents undefined), reallocated only when the size changes.
+  void reallocate(size_t n) {
+    if (n == n_) return;
+    std::free(p_);
+    p_ = nullptr;
+    n_ = 0;  // empty, not half-made, when a check below throws
+    if (!n) return;
+    // Refused before it is attempted (limits.hpp): not a wrapped size, not more than the machine
+    // has. Sized-from-config callers check first with a message of their own.
+    if (n > (size_t(INT64_MAX) - 63) / sizeof(T))
+      fail("a buffer of {} elements of {} bytes overflows a 64-bit size", n, sizeof(T));
+    require_memory(int64_t(n * sizeof(T)), fmt::format("a buffer of {} elements", n));
+    const size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+    p_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+    if (!p_) throw std::bad_alloc();
+    n_ = n;
+  }
+
   T* p_ = nullptr;
   size_t n_ = 0;
 };
