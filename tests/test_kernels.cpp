@@ -357,3 +357,70 @@ TEST(Gemm, FloatMatchesDouble) {
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The exact gradient sum's arithmetic (dist::ExactSum) is bit for bit its scalar definition on
+// every ISA: ties to even, magnitudes near 2^62, denormals, non-finite values in the vector body
+// and in the tail, lengths that are not a multiple of any vector.
+TEST(FixedPoint, EveryIsaComputesTheScalarDefinitionExactly) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-40, 0);
+  const int n = 1031, np = 4;
+  std::vector<std::vector<float>> xs(np, std::vector<float>(n));
+  for (auto& x : xs)
+    for (float& v : x) v = std::ldexp(mant(rng), expo(rng));
+  xs[0][3] = 1.0f;    // the largest magnitude
+  xs[1][5] = 1e-42f;  // a denormal
+  xs[2][7] = -0.0f;
+  const int shift = 59;  // |x|·2^59 < 2^60: four terms cannot overflow
+  const double scale = std::ldexp(1.0, shift);
+  // Ties: k + 0.5 after scaling, both signs, odd and even k.
+  for (int k = 0; k < 8; ++k) {
+    for (int p = 0; p < 3; ++p) xs[size_t(p)][size_t(100 + k)] = 0;
+    xs[3][size_t(100 + k)] = float(std::ldexp((k - 4) + 0.5, -shift));
+  }
+  std::vector<const float*> ptr;
+  for (auto& x : xs) ptr.push_back(x.data());
+
+  std::vector<int64_t> want(n);
+  for (int i = 0; i < n; ++i)
+    for (int p = 0; p < np; ++p)
+      want[size_t(i)] += std::llrint(double(xs[size_t(p)][size_t(i)]) * scale);
+  std::vector<float> want_f(n);
+  for (int i = 0; i < n; ++i)
+    want_f[size_t(i)] = float(double(want[size_t(i)]) * std::ldexp(1.0, -shift));
+  EXPECT_EQ(want[100], -4);  // -3.5 → -4 (even)
+  EXPECT_EQ(want[101], -2);  // -2.5 → -2
+
+  for_each_isa([&] {
+    for (int len : {n, 1, 3, 17}) {
+      std::vector<int64_t> acc(size_t(n), 99);
+      mk::fixed_point_sum(ptr.data(), np, len, scale, acc.data());
+      for (int i = 0; i < len; ++i) ASSERT_EQ(acc[size_t(i)], want[size_t(i)]) << "i " << i;
+      EXPECT_EQ(acc[size_t(len) % size_t(n)], len == n ? want[0] : 99);  // nothing past len
+      std::vector<float> out(static_cast<size_t>(len));
+      mk::fixed_point_to_float(acc.data(), len, std::ldexp(1.0, -shift), out.data());
+      for (int i = 0; i < len; ++i) ASSERT_EQ(out[size_t(i)], want_f[size_t(i)]) << "i " << i;
+    }
+    std::vector<int64_t> zero(n, 7);
+    mk::fixed_point_sum(ptr.data(), 0, n, scale, zero.data());
+    EXPECT_EQ(zero, std::vector<int64_t>(n, 0));
+    // Integers beyond double's 53 bits round to nearest on the way back.
+    const std::vector<int64_t> big = {(int64_t(1) << 62) - 1, -(int64_t(1) << 61) - 3,
+                                      (int64_t(1) << 55) + 7, 12345, -1};
+    std::vector<float> got(big.size());
+    mk::fixed_point_to_float(big.data(), int64_t(big.size()), std::ldexp(1.0, -62), got.data());
+    for (size_t i = 0; i < big.size(); ++i)
+      EXPECT_EQ(got[i], float(double(big[i]) * std::ldexp(1.0, -62))) << i;
+
+    EXPECT_EQ(mk::max_abs(xs[0].data(), n), 1.0f);
+    EXPECT_EQ(mk::max_abs(xs[0].data(), 0), 0.0f);
+    for (int at : {0, 500, n - 1})
+      for (float bad : {NAN, INFINITY, -INFINITY}) {
+        std::vector<float> x = xs[1];
+        x[size_t(at)] = bad;
+        EXPECT_EQ(mk::max_abs(x.data(), n), INFINITY) << "at " << at;
+      }
+  });
+}

@@ -1,16 +1,16 @@
 #include "dist/exact_sum.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/error.hpp"
+#include "kernels/kernels.hpp"
 
 namespace marin::dist {
 
 ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions)
-    : segs_(std::move(segments)),
-      regions_(std::move(regions)),
-      max_(segs_.size(), 0.0) {
+    : segs_(std::move(segments)), regions_(std::move(regions)), max_(segs_.size(), 0.0) {
   int64_t at = 0;
   for (auto& w : regions_) {
     MARIN_CHECK(w.range.begin == at, "exact sum: regions must tile the buffer in order");
@@ -35,34 +35,29 @@ bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& wo
   const double inf = std::numeric_limits<double>::infinity();
   for (size_t s = 0; s < segs_.size(); ++s) {
     float m = 0;
-    bool finite = true;
-    for (const Partial& p : partials) {
-      if (!covering(segs_[s], p)) continue;
-      const float* x = p.data + (segs_[s].offset - p.covers.begin);
-      for (int64_t i = 0; i < segs_[s].size; ++i) {
-        const float a = std::fabs(x[i]);
-        finite &= std::isfinite(a);
-        m = a > m ? a : m;
-      }
-    }
-    max_[s] = finite ? double(m) : inf;
+    for (const Partial& p : partials)
+      if (covering(segs_[s], p))
+        m = std::max(m,
+                     kernels::max_abs(p.data + (segs_[s].offset - p.covers.begin), segs_[s].size));
+    max_[s] = std::isfinite(m) ? double(m) : inf;
   }
   world.allreduce(max_.data(), int64_t(max_.size()), Op::Max);
   for (double m : max_)
     if (!(m < inf)) return false;
   // 2. Fixed point: |x|·2^shift < 2^62 / 2^ceil(log2 units), so any sum of `units` terms fits.
+  // Every element of every tensor is written (0 where this rank holds no partial of it), so the
+  // buffer needs no clearing between steps.
   const int head = int(std::ceil(std::log2(double(units))));
   auto shift_of = [&](double m) { return 62 - head - (std::ilogb(m) + 1); };
-  acc_.zero();
+  std::vector<const float*> xs;
   for (size_t s = 0; s < segs_.size(); ++s) {
-    if (max_[s] == 0) continue;  // all zero: the sum is zero
-    const double scale = std::ldexp(1.0, shift_of(max_[s]));
-    int64_t* a = acc_.data() + segs_[s].offset;
-    for (const Partial& p : partials) {
-      if (!covering(segs_[s], p)) continue;
-      const float* x = p.data + (segs_[s].offset - p.covers.begin);
-      for (int64_t i = 0; i < segs_[s].size; ++i) a[i] += std::llrint(double(x[i]) * scale);
-    }
+    xs.clear();
+    if (max_[s] != 0)  // all zero: the sum is zero
+      for (const Partial& p : partials)
+        if (covering(segs_[s], p)) xs.push_back(p.data + (segs_[s].offset - p.covers.begin));
+    const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s]));
+    kernels::fixed_point_sum(xs.data(), int(xs.size()), segs_[s].size, scale,
+                             acc_.data() + segs_[s].offset);
   }
   // 3. Exact integer sum of each region over its group, each rank receiving its shard.
   for (size_t w = 0; w < regions_.size(); ++w) {
@@ -78,7 +73,7 @@ bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& wo
       const int64_t e = std::min(own.end, segs_[s].offset + segs_[s].size);
       if (b >= e) continue;
       const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s]));
-      for (int64_t i = b; i < e; ++i) out[i] = float(double(acc_[i]) * inv);
+      kernels::fixed_point_to_float(acc_.data() + b, e - b, inv, out + b);
     }
   }
   return true;

@@ -189,6 +189,15 @@ void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d);
 template <class T>
 void embedding_bwd(const T* dout, const int32_t* ids, T* dtable, i64 rows, i64 d);
 
+// ---- the exact gradient sum's arithmetic (cpu/fixed_point.cpp; dist::ExactSum) ----
+// Bit for bit the scalar definitions on every ISA. max |x_i|, or +Inf when any x_i is NaN or ±Inf.
+float max_abs(const float* x, i64 n);
+// acc[i] = Σ_p llrint(double(xs[p][i]) · scale) over the np arrays (0 when np = 0); `scale` is a
+// power of two small enough that no sum overflows.
+void fixed_point_sum(const float* const* xs, int np, i64 n, double scale, int64_t* acc);
+// out[i] = float(double(acc[i]) · inv).
+void fixed_point_to_float(const int64_t* acc, i64 n, double inv, float* out);
+
 // ---- instruction set (cpu/dispatch.cpp) ----
 // The float kernels are compiled for several Highway targets and run on the best one this CPU
 // supports, chosen at the first call: "avx512", "avx2", "emu128" (the portable baseline), ...

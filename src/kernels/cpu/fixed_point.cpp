@@ -1,0 +1,105 @@
+// The arithmetic of the exact gradient sum (dist::ExactSum, docs/distributed.md "Determinism"):
+// a tensor's largest magnitude, the 64-bit fixed-point sum of its partial gradients and the one
+// rounding back to float. Compiled per Highway target; every target computes exactly what the
+// scalar definition says (llrint in the default rounding mode, i.e. to nearest even, and
+// IEEE-rounded int64 → double → float), so the sum stays bit-identical across CPUs. On AVX2 the
+// int64 ⇄ double conversions are Highway's exact emulations (AVX-512DQ has instructions).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/simd.hpp"
+#include "kernels/kernels.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/fixed_point.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace marin::kernels::cpu::HWY_NAMESPACE {
+
+float MaxAbs(const float* x, i64 n) {
+  const hn::ScalableTag<float> df;
+  const i64 lanes = i64(hn::Lanes(df));
+  auto m = hn::Zero(df);
+  auto bad = hn::FirstN(df, 0);  // all false
+  i64 i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(df, x + i);
+    bad = hn::Or(bad, hn::Not(hn::IsFinite(v)));
+    m = hn::Max(m, hn::Abs(v));
+  }
+  float r = hn::GetLane(hn::MaxOfLanes(df, m));
+  bool nonfinite = !hn::AllFalse(df, bad);
+  for (; i < n; ++i) {
+    nonfinite |= !std::isfinite(x[i]);
+    r = std::max(r, std::fabs(x[i]));
+  }
+  return nonfinite ? std::numeric_limits<float>::infinity() : r;
+}
+
+void FixedPointSum(const float* const* xs, int np, i64 n, double scale, int64_t* acc) {
+  const hn::ScalableTag<double> dd;
+  const hn::RebindToSigned<decltype(dd)> di;
+  const hn::Rebind<float, decltype(dd)> df;  // half a float vector: one float per double lane
+  const i64 lanes = i64(hn::Lanes(dd));
+  const auto s = hn::Set(dd, scale);
+  i64 i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    auto a = hn::Zero(di);
+    for (int p = 0; p < np; ++p) {
+      const auto v = hn::Mul(hn::PromoteTo(dd, hn::LoadU(df, xs[p] + i)), s);
+      a = hn::Add(a, hn::ConvertTo(di, hn::Round(v)));  // exact: Round leaves an integer
+    }
+    hn::StoreU(a, di, acc + i);
+  }
+  for (; i < n; ++i) {
+    int64_t a = 0;
+    for (int p = 0; p < np; ++p) a += std::llrint(double(xs[p][i]) * scale);
+    acc[i] = a;
+  }
+}
+
+void FixedPointToFloat(const int64_t* acc, i64 n, double inv, float* out) {
+  const hn::ScalableTag<double> dd;
+  const hn::RebindToSigned<decltype(dd)> di;
+  const hn::Rebind<float, decltype(dd)> df;
+  const i64 lanes = i64(hn::Lanes(dd));
+  const auto s = hn::Set(dd, inv);
+  i64 i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::Mul(hn::ConvertTo(dd, hn::LoadU(di, acc + i)), s);
+    hn::StoreU(hn::DemoteTo(df, v), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = float(double(acc[i]) * inv);
+}
+
+}  // namespace marin::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace marin::kernels {
+
+namespace cpu {
+HWY_EXPORT(MaxAbs);
+HWY_EXPORT(FixedPointSum);
+HWY_EXPORT(FixedPointToFloat);
+}  // namespace cpu
+
+float max_abs(const float* x, i64 n) {
+  return HWY_DYNAMIC_DISPATCH(cpu::MaxAbs)(x, n);
+}
+
+void fixed_point_sum(const float* const* xs, int np, i64 n, double scale, int64_t* acc) {
+  HWY_DYNAMIC_DISPATCH(cpu::FixedPointSum)(xs, np, n, scale, acc);
+}
+
+void fixed_point_to_float(const int64_t* acc, i64 n, double inv, float* out) {
+  HWY_DYNAMIC_DISPATCH(cpu::FixedPointToFloat)(acc, n, inv, out);
+}
+
+}  // namespace marin::kernels
+#endif  // HWY_ONCE
