@@ -16,6 +16,7 @@
 #include "core/progress.hpp"
 #include "data/shards.hpp"
 #include "data/text_corpus.hpp"
+#include "eval/row_packer.hpp"
 
 namespace marin::eval {
 namespace fs = std::filesystem;
@@ -69,52 +70,21 @@ std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, in
     if (first > last) first = last;
   }
 
-  const size_t cells = size_t(B) * size_t(S);
-  std::vector<int32_t> tok(cells, 0), lab(cells, -1), seg(cells, -1);
-  std::vector<int64_t> owner(cells, -1);
-  int row = 0;
-  int64_t fill = 0;
-  int32_t next_seg = 0;
-  auto flush = [&] {
-    const int nb = row + (fill > 0 ? 1 : 0);
-    if (nb == 0) return;
-    m.forward({nb, tok.data(), lab.data(), seg.data()});
+  RowPacker packer(B, S, [&](const Batch& batch, const int64_t* owner) {
+    m.forward(batch);
     const float* ce = m.token_ce();
     uint64_t scored = 0;
-    const size_t used = size_t(nb) * size_t(S);
-    for (size_t i = 0; i < used; ++i)
+    for (size_t i = 0; i < size_t(batch.B) * size_t(S); ++i)
       if (owner[i] >= 0) out[size_t(owner[i])].ce += double(ce[i]), ++scored;
-    std::fill(tok.begin(), tok.begin() + used, 0);
-    std::fill(lab.begin(), lab.begin() + used, -1);
-    std::fill(seg.begin(), seg.begin() + used, -1);
-    std::fill(owner.begin(), owner.begin() + used, -1);
-    row = 0, fill = 0, next_seg = 0;
     if (progress) progress(scored);
-  };
-  auto next_row = [&] {
-    ++row, fill = 0, next_seg = 0;
-    if (row == B) flush();
-  };
+  });
   for (uint64_t d = first; d < last; ++d) {
     const int32_t* x = docs.doc(d);
-    for (const Window& w : plan_windows(docs.size(d), S, stride)) {
-      if (fill + int64_t(w.len) > S) next_row();
-      const size_t base = size_t(row) * size_t(S) + size_t(fill);
-      for (uint64_t j = 0; j < w.len; ++j) {
-        const uint64_t p = w.begin + j;
-        tok[base + j] = x[p];
-        seg[base + j] = next_seg;
-        if (p >= w.score_begin && p < w.score_end) {
-          lab[base + j] = x[p + 1];
-          owner[base + j] = int64_t(d);
-        }
-      }
-      fill += int64_t(w.len);
-      ++next_seg;
-      if (fill == S) next_row();
-    }
+    for (const Window& w : plan_windows(docs.size(d), S, stride))
+      packer.add(x + w.begin, int64_t(w.len), int64_t(w.score_begin - w.begin),
+                 int64_t(w.score_end - w.begin), int64_t(d));
   }
-  flush();
+  packer.flush();
   if (group && group->size() > 1) {
     std::vector<double> ce(out.size());
     for (size_t d = 0; d < out.size(); ++d) ce[d] = out[d].ce;

@@ -14,6 +14,7 @@
 #include "core/rng.hpp"
 #include "dist/comm.hpp"
 #include "eval/domain_eval.hpp"
+#include "eval/row_packer.hpp"
 #include "model/decode_cache.hpp"
 
 namespace marin::eval {
@@ -164,73 +165,37 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
   const int B = m.max_batch();
   std::vector<LLResult> out(reqs.size());
-  const size_t cells = size_t(B) * size_t(S);
-  std::vector<int32_t> tok(cells, 0), lab(cells, -1), seg(cells, -1);
-  std::vector<int64_t> owner(cells, -1);
-  int row = 0;
-  int64_t fill = 0;
-  int32_t next_seg = 0;
-  auto flush = [&] {
-    const int nb = row + (fill > 0 ? 1 : 0);
-    if (nb == 0) return;
-    const size_t used = size_t(nb) * size_t(S);
-    if (forwards++ % ranks == rank) {
-      m.forward({nb, tok.data(), lab.data(), seg.data()});
-      const float* ce = m.token_ce();
-      const float* logits = m.logits();
-      for (size_t i = 0; i < used; ++i) {
-        if (owner[i] < 0) continue;
-        LLResult& r = out[size_t(owner[i])];
-        r.ll -= double(ce[i]);
-        const float* z = logits + i * size_t(V);
-        if (r.greedy && int32_t(std::max_element(z, z + V) - z) != lab[i]) r.greedy = false;
-      }
+  RowPacker packer(B, S, [&](const Batch& batch, const int64_t* owner) {
+    if (forwards++ % ranks != rank) return;
+    m.forward(batch);
+    const float* ce = m.token_ce();
+    const float* logits = m.logits();
+    for (size_t i = 0; i < size_t(batch.B) * size_t(S); ++i) {
+      if (owner[i] < 0) continue;
+      LLResult& r = out[size_t(owner[i])];
+      r.ll -= double(ce[i]);
+      const float* z = logits + i * size_t(V);
+      if (r.greedy && int32_t(std::max_element(z, z + V) - z) != batch.labels[i]) r.greedy = false;
     }
-    std::fill(tok.begin(), tok.begin() + int64_t(used), 0);
-    std::fill(lab.begin(), lab.begin() + int64_t(used), -1);
-    std::fill(seg.begin(), seg.begin() + int64_t(used), -1);
-    std::fill(owner.begin(), owner.begin() + int64_t(used), -1);
-    row = 0, fill = 0, next_seg = 0;
-  };
+  });
   auto len_of = [&](size_t q) { return int64_t(reqs[q].seq.size()) - 1; };
-  // Rows an item's requests take when placed from (row, fill); > B means it does not fit.
-  auto fits = [&](size_t a, size_t b) {
-    int r = row;
-    int64_t f = fill;
-    for (size_t q = a; q < b; ++q) {
-      if (f + len_of(q) > S) ++r, f = 0;
-      f += len_of(q);
-      if (r >= B) return false;
-    }
-    return true;
-  };
+  std::vector<int64_t> lens;
   for (size_t k = 0; k < item_begin.size(); ++k) {
+    // An item's requests go into one batch (flushed first when they would not fit).
     const size_t a = item_begin[k], b = k + 1 < item_begin.size() ? item_begin[k + 1] : reqs.size();
-    if (!fits(a, b)) flush();
+    lens.clear();
+    for (size_t q = a; q < b; ++q) lens.push_back(len_of(q));
+    if (!packer.fits(lens)) packer.flush();
     for (size_t q = a; q < b; ++q) {
       const LLRequest& r = reqs[q];
       const int64_t L = len_of(q);
       MARIN_CHECK(L >= 1 && L <= S && r.n_score >= 1 && r.n_score <= L,
                   "tasks: internal: request of {} tokens scoring {} (seq_len {})", r.seq.size(),
                   r.n_score, S);
-      if (fill + L > S) {
-        ++row, fill = 0, next_seg = 0;
-        if (row == B) flush();
-      }
-      const size_t base = size_t(row) * size_t(S) + size_t(fill);
-      for (int64_t j = 0; j < L; ++j) {
-        tok[base + size_t(j)] = r.seq[size_t(j)];
-        seg[base + size_t(j)] = next_seg;
-        if (j >= L - r.n_score) {
-          lab[base + size_t(j)] = r.seq[size_t(j) + 1];
-          owner[base + size_t(j)] = int64_t(q);
-        }
-      }
-      fill += L;
-      ++next_seg;
+      packer.add(r.seq.data(), L, L - r.n_score, L, int64_t(q));
     }
   }
-  flush();
+  packer.flush();
   if (ranks > 1) {
     // Every request was scored by exactly one rank (the others hold ll = 0, greedy = true), so
     // the sum is that rank's value bit for bit, and the minimum its greedy flag.
