@@ -424,3 +424,30 @@ TEST(FixedPoint, EveryIsaComputesTheScalarDefinitionExactly) {
       }
   });
 }
+
+// The symmetric product (Newton–Schulz's X·Xᵀ and A·A) writes all of C and equals the GEMM.
+TEST(Syrk, EqualsTheGemmOfAWithItsTransposeWholeMatrix) {
+  const int n = 37, k = 53;
+  const Vec A = randn(n * k, 21), At = [&] {
+    Vec t(k * n);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) t[size_t(j * n + i)] = A[size_t(i * k + j)];
+    return t;
+  }();
+  Vec C0 = randn(n * n, 22);  // symmetric, for beta = 1
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < i; ++j) C0[size_t(i * n + j)] = C0[size_t(j * n + i)];
+  for (bool trans : {false, true})
+    for (double beta : {0.0, 1.0}) {
+      Vec want = C0, got = C0;
+      mk::gemm<double>(false, true, n, n, k, 0.7, A.data(), k, A.data(), k, beta, want.data(), n);
+      if (trans)
+        mk::syrk<double>(true, n, k, 0.7, At.data(), n, beta, got.data(), n);
+      else
+        mk::syrk<double>(false, n, k, 0.7, A.data(), k, beta, got.data(), n);
+      EXPECT_LT(rel_err(got, want), 1e-14) << "trans " << trans << " beta " << beta;
+      std::vector<float> Af(A.begin(), A.end()), Cf(C0.begin(), C0.end());
+      mk::syrk<float>(false, n, k, 0.7f, Af.data(), k, float(beta), Cf.data(), n);
+      EXPECT_LT(rel_err(Vec(Cf.begin(), Cf.end()), want), 1e-5) << "float, beta " << beta;
+    }
+}

@@ -70,6 +70,13 @@ template <class T>
 void gemm(bool ta, bool tb, i64 M, i64 N, i64 K, T alpha, const T* A, i64 lda, const T* B, i64 ldb,
           T beta, T* C, i64 ldc, Precision p = Precision::compute);
 
+// C[n,n] = alpha · op(A) op(A)ᵀ + beta · C with op(A) = A[n,k] (trans false) or Aᵀ of A[k,n]
+// (trans true): a symmetric product at half a GEMM's work (one triangle computed, then
+// mirrored, so all of C is written; with beta ≠ 0, C must be symmetric). Always in T's own
+// precision, never bf16: Newton–Schulz's X·Xᵀ and A·A.
+template <class T>
+void syrk(bool trans, i64 n, i64 k, T alpha, const T* A, i64 lda, T beta, T* C, i64 ldc);
+
 // ---- bf16 conversion (cpu/bf16.cpp), bit for bit the hardware's (vcvtneps2bf16) ----
 // Round to nearest, ties to even; ±Inf kept; NaN kept (sign, top mantissa bits, quiet bit set);
 // zero and denormals → a zero of the same sign (the conversion treats denormals as zero).

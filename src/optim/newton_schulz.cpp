@@ -46,14 +46,15 @@ void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace) {
     const T a = static_cast<T>(kNsCoeffs[it].a);
     const T b = static_cast<T>(kNsCoeffs[it].b);
     const T c = static_cast<T>(kNsCoeffs[it].c);
-    // A = X·Xᵀ of the wide form (XᵀX of the tall one).
+    // A = X·Xᵀ of the wide form (XᵀX of the tall one); symmetric, so a syrk (half the work).
     if (tall)
-      gemm<T>(true, false, m, m, n, T(1), src, m, src, m, T(0), A, m, kFp32);
+      kernels::syrk<T>(true, m, n, T(1), src, m, T(0), A, m);
     else
-      gemm<T>(false, true, m, m, n, T(1), src, n, src, n, T(0), A, m, kFp32);
-    // B = b·A + c·A·A + a·I: folding a·X into the product saves a pass over X.
+      kernels::syrk<T>(false, m, n, T(1), src, n, T(0), A, m);
+    // B = b·A + c·A·A + a·I (A·A = A·Aᵀ: a syrk again): folding a·X into the product saves a
+    // pass over X.
     kernels::scale_to(A, b, B, m * m);
-    gemm<T>(false, false, m, m, m, c, A, m, A, m, T(1), B, m, kFp32);
+    kernels::syrk<T>(false, m, m, c, A, m, T(1), B, m);
     kernels::add_diagonal(B, m, a);
     // X ← (B + a·I)·X in the wide form; X ← X·(B + a·I)ᵀ in the tall form.
     if (tall)

@@ -219,4 +219,31 @@ void gemm<double>(bool ta, bool tb, i64 M, i64 N, i64 K, double alpha, const dou
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+namespace {
+// The lower triangle from the upper (the triangle OpenBLAS's syrk writes, row-major).
+template <class T>
+void mirror_upper(T* C, i64 n, i64 ldc) {
+  for (i64 i = 1; i < n; ++i)
+    for (i64 j = 0; j < i; ++j) C[i * ldc + j] = C[j * ldc + i];
+}
+}  // namespace
+
+template <>
+void syrk<float>(bool trans, i64 n, i64 k, float alpha, const float* A, i64 lda, float beta,
+                 float* C, i64 ldc) {
+  if (n == 0) return;
+  cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, n, k, alpha, A, lda,
+              beta, C, ldc);
+  mirror_upper(C, n, ldc);
+}
+
+template <>
+void syrk<double>(bool trans, i64 n, i64 k, double alpha, const double* A, i64 lda, double beta,
+                  double* C, i64 ldc) {
+  if (n == 0) return;
+  cblas_dsyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, n, k, alpha, A, lda,
+              beta, C, ldc);
+  mirror_upper(C, n, ldc);
+}
+
 }  // namespace marin::kernels
