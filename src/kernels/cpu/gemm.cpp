@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -228,22 +229,17 @@ void mirror_upper(T* C, i64 n, i64 ldc) {
 }
 }  // namespace
 
-template <>
-void syrk<float>(bool trans, i64 n, i64 k, float alpha, const float* A, i64 lda, float beta,
-                 float* C, i64 ldc) {
+template <class T>
+void syrk(bool trans, i64 n, i64 k, T alpha, const T* A, i64 lda, T beta, T* C, i64 ldc) {
   if (n == 0) return;
-  cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, n, k, alpha, A, lda,
-              beta, C, ldc);
+  const CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_ssyrk(CblasRowMajor, CblasUpper, t, n, k, alpha, A, lda, beta, C, ldc);
+  else
+    cblas_dsyrk(CblasRowMajor, CblasUpper, t, n, k, alpha, A, lda, beta, C, ldc);
   mirror_upper(C, n, ldc);
 }
-
-template <>
-void syrk<double>(bool trans, i64 n, i64 k, double alpha, const double* A, i64 lda, double beta,
-                  double* C, i64 ldc) {
-  if (n == 0) return;
-  cblas_dsyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, n, k, alpha, A, lda,
-              beta, C, ldc);
-  mirror_upper(C, n, ldc);
-}
+template void syrk<float>(bool, i64, i64, float, const float*, i64, float, float*, i64);
+template void syrk<double>(bool, i64, i64, double, const double*, i64, double, double*, i64);
 
 }  // namespace marin::kernels
