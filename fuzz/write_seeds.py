@@ -42,6 +42,8 @@ cj = json.loads(config)
 cj["kv_heads_local"] = 3
 put("fuzz_config_json", "bad_rule", json.dumps(cj))
 put("fuzz_config_json", "partial", json.dumps({"hidden_dim": 64, "num_layers": 2}))
+# Findings of CI's fuzzing, kept as regressions: a number past a double's range (nlohmann's 406).
+put("fuzz_config_json", "number_overflow", '{"hidden_dim": 200E00000733}')
 
 toml_lines = []
 for k, v in json.loads(config).items():
@@ -82,6 +84,7 @@ tik = "\n".join(byte_lines + [base64.b64encode(m).decode() + " %d" % (256 + i) f
 put("fuzz_tiktoken", "bytes_and_merges", tik)
 put("fuzz_tiktoken", "missing_byte", "\n".join(byte_lines[1:]) + "\n")
 put("fuzz_tiktoken", "bad_rank", "YQ== 0\nYg== x\n")
+put("fuzz_tiktoken", "huge_rank", "YQ== 0\nYg== 999999999\n")  # once sized a 2 GB table
 
 HASH = 0x5EED
 

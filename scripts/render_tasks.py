@@ -95,7 +95,7 @@ def read_jsonl(path):
                 try:
                     doc = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise TaskError(f"{path}:{n}: not JSON: {e.msg} (column {e.colno})")
+                    raise TaskError(f"{path}:{n}: not valid JSON: {e.msg} (column {e.colno})")
                 if not isinstance(doc, dict):
                     raise TaskError(f"{path}:{n}: expected a JSON object, got {type(doc).__name__}")
                 docs.append(doc)

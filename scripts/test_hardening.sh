@@ -8,10 +8,10 @@
 #      would take longer than the CI budget);
 #   2. every libFuzzer target, two at a time, from its committed seed corpus
 #      fuzz/corpus/<target>/: FUZZ_RUNS (20000) inputs from the fixed seed FUZZ_SEED (1), capped
-#      at FUZZ_SECONDS (30) each. A fixed seed and count make the run reproducible: CI replays
-#      the inputs a run here saw (or a prefix of them, when the cap stops it first) rather than
-#      finding new ones at random on the day; longer exploration is a separate run
-#      (FUZZ_RUNS=-1 FUZZ_SECONDS=600: unbounded count, ten minutes).
+#      at FUZZ_SECONDS (30) each. libFuzzer's path still differs from run to run (its coverage
+#      feedback is not reproducible, docs/reliability.md), so every finding is kept as a fix and
+#      a committed seed; longer exploration is a separate run (FUZZ_RUNS=-1 FUZZ_SECONDS=600:
+#      unbounded count, ten minutes).
 # A sanitizer report, a failing test or a fuzzer finding fails the script. HARDENING=asan or
 # HARDENING=fuzz runs one part; FUZZ_RUNS, FUZZ_SEED, FUZZ_SECONDS and FUZZ_JOBS change the
 # fuzzing budget.

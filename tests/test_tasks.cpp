@@ -386,7 +386,7 @@ TEST(Tasks, CorruptJsonlLineNamesFileAndLine) {
   write(d.str("docs.jsonl"),
         "{\"question\": \"q\", \"options\": [\"a\", \"b\"], \"answer\": 0}\n\n{\"question\": \n");
   std::string e = load_error(d.str("task.yaml"));
-  EXPECT_NE(e.find("docs.jsonl:3: not JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("docs.jsonl:3: not valid JSON"), std::string::npos) << e;
   // The rendered form the C++ reader takes.
   write(d.str("r.jsonl"),
         "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
@@ -405,7 +405,8 @@ TEST(Tasks, CorruptJsonlLineNamesFileAndLine) {
     eval::read_task_items(d.str("r.jsonl"));
     ADD_FAILURE() << "corrupt line accepted";
   } catch (const Error& x) {
-    EXPECT_NE(std::string(x.what()).find("r.jsonl:2: not JSON"), std::string::npos) << x.what();
+    EXPECT_NE(std::string(x.what()).find("r.jsonl:2: not valid JSON"), std::string::npos)
+        << x.what();
   }
 }
 

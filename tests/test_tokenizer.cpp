@@ -365,6 +365,18 @@ TEST(Tokenizer, ClearErrors) {
   fs::path partial = temp_dir() / "partial.tiktoken";
   write_file(partial, "YQ== 0\nYg== 1\n");
   expect_error([&] { Tokenizer::load(partial.string()); }, "no token for byte");
+  // A damaged rank would size the token table (a fuzzer's find: 2 GB for one line).
+  fs::path huge = temp_dir() / "huge_rank.tiktoken";
+  write_file(huge, "YQ== 0\nYg== 1000000000\n");
+  expect_error([&] { Tokenizer::load(huge.string()); }, "line 2: rank 1000000000 is beyond");
+  nlohmann::json far_id = nlohmann::json::parse(trained().to_json());
+  far_id["added_tokens"] = {{{"id", 4000000000u}, {"content", "<x>"}}};
+  write_file(bad_json, far_id.dump());
+  expect_error([&] { Tokenizer::load(bad_json.string()); },
+               "added_tokens: entry '<x>' has no valid id");
+  // A number too large for a double is refused like a syntax error (nlohmann's exception 406).
+  write_file(bad_json, R"({"model": {"type": "BPE", "dropout": 1e999}})");
+  expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   std::vector<uint32_t> bad = {5, 999999};
   expect_error([&] { trained().decode(bad); }, "999999");
   expect_error([] { Tokenizer::train({"abc"}, 100); }, "too small");

@@ -227,6 +227,13 @@ TEST(RequiredFields, ACheckpointConfigMissingAFieldNamesIt) {
   EXPECT_TRUE(
       has(run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin")).out,
           "missing config field"));
+  // A number too large for a double is a refusal naming the file, not an internal error.
+  write_file_atomic(tmp.str("ckpt/config.json"), R"({"hidden_dim": 2E999})");
+  const RunResult big =
+      run("score --checkpoint " + tmp.str("ckpt") + " --rows " + tmp.str("rows.bin"));
+  EXPECT_EQ(big.code, 1) << big.out;
+  EXPECT_TRUE(has(big.out, "config.json: not valid JSON: number overflow")) << big.out;
+  EXPECT_FALSE(has(big.out, "internal error")) << big.out;
 }
 
 // ---- numeric CLI options -----------------------------------------------------------------------
@@ -322,7 +329,8 @@ TEST(InputFiles, ADirectoryWhereAFileIsExpectedIsRefused) {
                 "/bible_kjv/valid-00000.jsonl --out " + tmp.str("tok.json"))
                 .code,
             0);
-  const RunResult r = run("tokenizer encode --tokenizer " + tmp.str("tok.json") + " --in " + tmp.str());
+  const RunResult r =
+      run("tokenizer encode --tokenizer " + tmp.str("tok.json") + " --in " + tmp.str());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r.out, "it is a directory")) << r.out;
   EXPECT_TRUE(has(run("plan --config " + tmp.str()).out, "it is a directory"));

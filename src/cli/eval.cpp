@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -69,12 +70,7 @@ std::optional<std::pair<json, std::string>> run_options(const EvalArgs& a) {
   }
   for (const fs::path& p : candidates) {
     if (!fs::exists(p)) continue;
-    json j;
-    try {
-      j = json::parse(read_file(p.string()));
-    } catch (const json::exception& e) {
-      fail("{}: not JSON: {}", p.string(), e.what());
-    }
+    const json j = load_json(p.string());
     if (j.contains("options") && j["options"].is_object())
       return std::pair{j["options"], p.string()};
   }

@@ -13,6 +13,7 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "model/accounting.hpp"
 #include "scaling/forecast.hpp"
 #include "scaling/ladder.hpp"
@@ -41,8 +42,7 @@ std::string shell_quote(const std::string& s) {
 // marin forecast --score-canaries FORECAST: the canaries' registered forecasts against their
 // rungs, once trained (train --forecast does the same before the target's first step).
 int run_score_canaries(const ForecastCli& a) {
-  const nlohmann::json f = nlohmann::json::parse(read_file(a.score_canaries), nullptr, false);
-  if (f.is_discarded()) fail("{}: not valid JSON", a.score_canaries);
+  const nlohmann::json f = load_json(a.score_canaries);
   if (!f.contains("canaries")) fail("{}: the forecast registers no canary", a.score_canaries);
   const nlohmann::json s = scaling::score_canaries(f, a.ladder);
   for (auto& c : s)

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "data/tokenizer/documents.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -68,12 +69,8 @@ int run_decode(const Options& o) {
   std::vector<uint32_t> ids;
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      marin::fail("'{}': expected a JSON array of token ids: {}", o.in_file, e.what());
-    }
+    const nlohmann::json j = marin::parse_json(text, fmt::format("'{}'", o.in_file),
+                                               "expected a JSON array of token ids");
     if (!j.is_array()) marin::fail("'{}': expected a JSON array of token ids", o.in_file);
     for (const auto& v : j) {
       if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX)

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "core/toml_file.hpp"
 #include "data/shards.hpp"
 
@@ -151,13 +152,7 @@ MixtureConfig MixtureConfig::load(const std::string& path) {
   const std::string text = read_file(path);
   const bool is_json = path.size() >= 5 && path.substr(path.size() - 5) == ".json";
   if (is_json) {
-    json j;
-    try {
-      j = json::parse(text);
-    } catch (const json::exception& e) {
-      fail("mixture {}: not valid JSON: {}", path, e.what());
-    }
-    return from_json(j, path);
+    return from_json(parse_json(text, "mixture " + path), path);
   }
   return from_toml_text(text, path);
 }

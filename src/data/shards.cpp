@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "core/progress.hpp"
 #include "data/corpus/corpus.hpp"
 #include "data/text_corpus.hpp"
@@ -236,12 +237,7 @@ TokenManifest TokenManifest::load(const std::string& dir) {
   const std::string file = (fs::path(dir) / "manifest.json").string();
   if (!fs::exists(file))
     fail("token directory {}: no manifest.json (expected the output of `marin tokenize`)", dir);
-  json j;
-  try {
-    j = json::parse(read_file(file));
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", file, e.what());
-  }
+  const json j = load_json(file);
   TokenManifest m;
   m.dir = dir;
   try {

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "core/utf8.hpp"
 
 namespace marin::text_corpus {
@@ -48,11 +49,7 @@ const std::string& document_text(std::string_view line, const std::string& file,
         "{}:{}: not valid UTF-8 (byte 0x{:02x} at column {}); corpus shards must be UTF-8 "
         "(`marin corpus build` re-encodes such bytes as Windows-1252)",
         file, line_no, static_cast<unsigned char>(line[bad]), bad + 1);
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}:{}: not a JSON line: {}", file, line_no, e.what());
-  }
+  j = parse_json(line, fmt::format("{}:{}", file, line_no));
   if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
     fail("{}:{}: expected an object with a string field \"text\"", file, line_no);
   return j["text"].get_ref<const std::string&>();

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "core/limits.hpp"
 #include "core/progress.hpp"
 #include "core/utf8.hpp"
@@ -479,13 +480,7 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
   // The manifest: the input's, with the filtered shards' numbers replaced.
   json m = json::object();
   const fs::path in_manifest = fs::path(o.corpus) / "manifest.json";
-  if (fs::exists(in_manifest)) {
-    try {
-      m = json::parse(read_file(in_manifest.string()));
-    } catch (const json::exception& e) {
-      fail("{}: not JSON: {}", in_manifest.string(), e.what());
-    }
-  }
+  if (fs::exists(in_manifest)) m = load_json(in_manifest.string());
   uint64_t removed_docs = 0, removed_bytes = 0;
   for (const auto& dd : r.domains) removed_docs += dd.removed, removed_bytes += dd.removed_bytes;
   if (m.contains("domains") && m["domains"].is_object()) {

@@ -14,6 +14,7 @@
 #include "core/buffer.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "embed/modeling_marin.inc"
 #include "model/params.hpp"
@@ -158,14 +159,6 @@ std::string dump(const ojson& j) {
   return j.dump(2) + "\n";
 }
 
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
-}
-
 }  // namespace
 
 ExportSummary export_hf(const std::string& ck, const std::string& out, const ExportOptions& o) {
@@ -272,7 +265,7 @@ ExportSummary export_hf(const std::string& ck, const std::string& out, const Exp
 void import_hf(const std::string& dir, const std::string& out) {
   const std::string cfg_path = dir + "/config.json";
   if (!fs::exists(cfg_path)) fail("{}: missing (is '{}' a Hugging Face export?)", cfg_path, dir);
-  const nlohmann::json j = read_json(cfg_path);
+  const nlohmann::json j = load_json(cfg_path);
   if (!j.is_object() || j.value("model_type", "") != "marin")
     fail("{}: model_type is {}, expected \"marin\" (a marin export)", cfg_path,
          j.is_object() && j.contains("model_type") ? j["model_type"].dump() : "missing");
@@ -294,7 +287,7 @@ void import_hf(const std::string& dir, const std::string& out) {
   std::vector<std::string> files;
   const std::string index = dir + "/model.safetensors.index.json";
   if (fs::exists(index)) {
-    const nlohmann::json idx = read_json(index);
+    const nlohmann::json idx = load_json(index);
     if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
       fail("{}: weight_map is missing or not an object", index);
     std::set<std::string> seen;

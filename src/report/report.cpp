@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "embed/report_html.inc"
 #include "embed/uplot_css.inc"
 #include "embed/uplot_js.inc"
@@ -35,14 +36,6 @@ namespace {
 
 // Largest model.safetensors whose router biases the report reads (the whole file is parsed).
 constexpr uintmax_t kMaxBiasFileBytes = 1ull << 30;
-
-json read_json_file(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
-}
 
 // Every numeric leaf of a metrics line, by its dotted path ("lr.adam", "router.3.entropy",
 // "eval.domains.fortunes.ce"), so that a field the trainer adds later is drawn without a change
@@ -71,11 +64,11 @@ json metric_columns(const std::string& path, int max_points, json& last_eval) {
     for (std::string_view line : split_lines(text)) {
       ++no;
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      try {
-        lines.push_back(json::parse(line));
-      } catch (const json::parse_error&) {
+      if (auto j = try_parse_json(line)) {
+        lines.push_back(std::move(*j));
+      } else if (size_t(no) != split_lines(text).size()) {
         // A line being written while the report is read: only the last one may be partial.
-        if (size_t(no) != split_lines(text).size()) fail("{}: line {} is not valid JSON", path, no);
+        fail("{}: line {} is not valid JSON", path, no);
       }
     }
   }
@@ -118,7 +111,7 @@ json checkpoints(const std::string& run, int64_t layers) {
   for (const fs::path& p : ck) {
     json c = {{"name", p.filename().string()}};
     if (fs::exists(p / "state.json")) {
-      const json st = read_json_file((p / "state.json").string());
+      const json st = load_json((p / "state.json").string());
       c["step"] = st.value("step", int64_t(-1));
       if (st.contains("lineage") && !st["lineage"].is_null()) c["lineage"] = st["lineage"];
     }
@@ -145,7 +138,7 @@ json checkpoints(const std::string& run, int64_t layers) {
 
 // The forecast's band at each fraction (prediction ± the fit's leave-one-out RMSE).
 json forecast_band(const std::string& path) {
-  const json f = read_json_file(path);
+  const json f = load_json(path);
   json band = json::array();
   if (!f.contains("fits") || !f["fits"].is_array())
     fail("{}: no \"fits\" array (a marin forecast.json?)", path);
@@ -177,7 +170,7 @@ json run_data(const std::string& run, const ReportOptions& o) {
   r["name"] = name;
   json opts = json::object();
   if (fs::exists(run + "/run.json")) {
-    const json rj = read_json_file(run + "/run.json");
+    const json rj = load_json(run + "/run.json");
     opts = rj.value("options", json::object());
     r["lineage"] = rj.value("lineage", json());
     r["world_size"] = rj.value("world_size", 1);
@@ -212,7 +205,7 @@ json run_data(const std::string& run, const ReportOptions& o) {
       r["forecast_missing"] = fc;
   }
   if (fs::exists(run + "/forecast_report.json"))
-    r["forecast_report"] = read_json_file(run + "/forecast_report.json");
+    r["forecast_report"] = load_json(run + "/forecast_report.json");
   return r;
 }
 

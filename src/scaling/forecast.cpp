@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "model/accounting.hpp"
 #include "scaling/fit.hpp"
@@ -766,12 +767,7 @@ json score_canaries(const json& forecast, const std::string& ladder_dir) {
 }
 
 ForecastTracker::ForecastTracker(const std::string& forecast_path, int64_t total_steps) {
-  json j;
-  try {
-    j = json::parse(read_file(forecast_path));
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", forecast_path, e.what());
-  }
+  const json j = load_json(forecast_path);
   try {
     *this = from_json(j, total_steps);
   } catch (const Error& e) {

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
 namespace marin::scaling {
@@ -15,12 +16,7 @@ namespace {
 // tokenizer must be what the forecast recorded (a forecast predicts one run, not a family of
 // them), each difference named.
 ForecastTracker bound_tracker(const TrainOptions& o) {
-  nlohmann::json f;
-  try {
-    f = nlohmann::json::parse(read_file(o.forecast));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", o.forecast, e.what());
-  }
+  const nlohmann::json f = load_json(o.forecast);
   try {
     const std::vector<std::string> d = target_differences(f.at("inputs").at("target"), o);
     if (!d.empty())

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "core/toml_file.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
@@ -597,8 +598,7 @@ std::map<int64_t, json> task_records(const Rung& rung) {
   std::string line;
   for (int64_t lineno = 1; std::getline(f, line); ++lineno) {
     if (line.empty()) continue;
-    const json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) fail("{}:{}: not valid JSON", file, lineno);
+    const json j = parse_json(line, fmt::format("{}:{}", file, lineno));
     if (j.contains("tasks") && j["tasks"].is_object())
       out[j.at("step").get<int64_t>() + 1] = j["tasks"].value("tasks", json::object());
   }
@@ -618,12 +618,7 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
   while (std::getline(f, line)) {
     ++lineno;
     if (line.empty()) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      fail("{}:{}: not valid JSON: {}", file, lineno, e.what());
-    }
+    const json j = parse_json(line, fmt::format("{}:{}", file, lineno));
     // "step" is the 0-based index of the step just taken; valid_ce is measured after it.
     if (j.contains("valid_ce") && j["valid_ce"].is_number())
       ce[j.at("step").get<int64_t>() + 1] = j["valid_ce"].get<double>();
@@ -661,8 +656,9 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
       dist::Comm& world = dist::world();
       std::string cached;
       if (world.is_root() && fs::exists(cache)) {
-        const json c = json::parse(read_file(cache), nullptr, false);
-        if (c.is_object() && c.value("metric", json()) == spec) cached = c["result"].dump();
+        const auto c = try_parse_json(read_file(cache));  // a stale or torn cache is recomputed
+        if (c && c->is_object() && c->value("metric", json()) == spec)
+          cached = (*c)["result"].dump();
       }
       world.broadcast(cached);
       json result = cached.empty() ? json() : json::parse(cached);
@@ -847,12 +843,7 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
 json read_ladder_json(const std::string& dir) {
   const std::string file = (fs::path(dir) / "ladder.json").string();
   if (!fs::exists(file)) fail("{}: not found (run `marin ladder --out {}` first)", file, dir);
-  json j;
-  try {
-    j = json::parse(read_file(file));
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", file, e.what());
-  }
+  const json j = load_json(file);
   if (!j.is_object() || j.value("format", json()) != "marin-ladder-v1")
     fail("{}: not a marin ladder.json", file);
   return j;

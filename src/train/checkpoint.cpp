@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "train/finite_check.hpp"
 #include "train/safetensors.hpp"
 
@@ -25,12 +26,7 @@ void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& 
 ModelConfig load_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   if (!fs::exists(path)) fail("{}: missing (is '{}' a checkpoint directory?)", path, dir);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
+  const nlohmann::json j = load_json(path);
   ModelConfig c = ModelConfig::from_json(j, path);
   try {
     c.validate();

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_state_check.hpp"
@@ -71,10 +72,10 @@ void point_latest_at(const fs::path& root, const std::string& name) {
 
 bool checkpoint_known_finite(const std::string& ckpt_dir) {
   try {
-    const auto j = nlohmann::json::parse(read_file(ckpt_dir + "/state.json"));
-    return j.is_object() && j.value("finite", false) == true;
+    const auto j = try_parse_json(read_file(ckpt_dir + "/state.json"));
+    return j && j->is_object() && j->value("finite", false) == true;
   } catch (const std::exception&) {
-    return false;
+    return false;  // unreadable, or "finite" is not a boolean
   }
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -28,11 +29,11 @@ std::string describe_holder(int fd) {
   std::string text(4096, '\0');
   const ssize_t n = pread(fd, text.data(), text.size(), 0);
   text.resize(n > 0 ? size_t(n) : 0);
-  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("pid"))
+  const auto j = try_parse_json(text);
+  if (!j || !j->is_object() || !j->contains("pid"))
     return "another process (it has not written its host and pid yet)";
-  return fmt::format("{} (pid {} on host {})", j.value("command", std::string("a process")),
-                     j["pid"].dump(), j.value("host", std::string("?")));
+  return fmt::format("{} (pid {} on host {})", j->value("command", std::string("a process")),
+                     (*j)["pid"].dump(), j->value("host", std::string("?")));
 }
 
 }  // namespace

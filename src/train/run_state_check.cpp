@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin {
@@ -21,12 +22,8 @@ nlohmann::json read_state_json(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/state.json";
   const std::string text = read_file(path);
   if (text.empty()) fail("{}: empty (expected the checkpoint's state)", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON ({} bytes; truncated or damaged): {}", path, text.size(), e.what());
-  }
+  const nlohmann::json j =
+      parse_json(text, path, fmt::format("{} bytes; truncated or damaged", text.size()));
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", path, j.type_name());
   if (j.contains("state_xxh64")) {
     const auto& want = j["state_xxh64"];

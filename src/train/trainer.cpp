@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "core/timer.hpp"
 #include "data/loader.hpp"
 #include "data/mixture.hpp"
@@ -106,9 +107,9 @@ void truncate_metrics(const std::string& run_dir, int64_t step) {
   const std::string text = read_file(path);
   std::string kept;
   for (const std::string_view line : split_lines(text)) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() < step)
+    const auto j = try_parse_json(line);
+    if (j && j->is_object() && j->contains("step") && (*j)["step"].is_number_integer() &&
+        (*j)["step"].get<int64_t>() < step)
       kept.append(line).append("\n");
   }
   write_file_atomic(path, kept);

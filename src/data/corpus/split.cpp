@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 #include "data/corpus/corpus.hpp"
 #include "data/shards.hpp"
 
@@ -48,12 +49,7 @@ ShardChecksums::ShardChecksums(const std::filesystem::path& root, bool verify)
     : root_(root), manifest_(root / "manifest.json") {
   if (!verify || !std::filesystem::exists(manifest_)) return;
   const std::string where = manifest_.string();
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(read_file(where));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", where, e.what());
-  }
+  const nlohmann::json m = load_json(where);
   if (!m.is_object() || !m.contains("domains")) return;
   if (!m["domains"].is_object()) fail("{}: 'domains' must be an object", where);
   for (const auto& [name, dom] : m["domains"].items()) {

@@ -145,6 +145,16 @@ struct Tokenizer::Impl {
   // For rank files: one merge for every split of a token into two tokens, by the token's rank.
   void derive_merges_from_ranks();
   void index_vocab();
+  // Makes room for token `id` (ids index `tokens`). Readers bound ids by their file's size
+  // first (max_token_id), so a damaged id cannot size the table.
+  void grow_to(uint32_t id) {
+    if (id < tokens.size()) return;
+    tokens.resize(size_t(id) + 1);
+    kind.resize(size_t(id) + 1, kAbsent);
+  }
+  // The largest id a vocabulary of `entries` tokens may use: ids may leave gaps, but at most as
+  // many as there are tokens (memory in proportion to the file; real vocabularies are dense).
+  static uint64_t max_token_id(uint64_t entries) { return 2 * entries + 256; }
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
   void bpe(std::string_view piece, std::vector<uint32_t>& out) const;
 };

@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
 #include "core/utf8.hpp"
 #include "data/tokenizer/impl.hpp"
 
@@ -537,6 +538,8 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& path, const std::string& p
            stem.rfind("gpt2", 0) == 0)
     named = {{"<|endoftext|>", 50256}};
 
+  const uint64_t lines = uint64_t(std::count(text.begin(), text.end(), '\n')) + 1;
+  const uint64_t max_rank = Impl::max_token_id(lines);
   size_t line_no = 0, pos = 0;
   std::string bytes;
   while (pos < text.size()) {
@@ -558,10 +561,12 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& path, const std::string& p
     if (!ok)
       fail("'{}' line {}: expected '<base64 token bytes> <rank>' (a .tiktoken rank file)", path,
            line_no);
-    if (rank >= m->tokens.size()) {
-      m->tokens.resize(rank + 1);
-      m->kind.resize(rank + 1, kAbsent);
-    }
+    if (rank > max_rank)
+      fail(
+          "'{}' line {}: rank {} is beyond the file's {} lines (ranks of a .tiktoken file are "
+          "0..N-1, with at most as many gaps as tokens)",
+          path, line_no, rank, lines);
+    m->grow_to(uint32_t(rank));
     if (m->kind[rank] != kAbsent) fail("'{}' line {}: rank {} appears twice", path, line_no, rank);
     m->tokens[rank] = bytes;
     m->kind[rank] = kNormal;
@@ -569,10 +574,7 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& path, const std::string& p
   if (m->tokens.empty()) fail("'{}': no tokens found (expected a .tiktoken rank file)", path);
   for (auto [text_, id] : named) {
     if (id < m->tokens.size() && m->kind[id] != kAbsent) continue;
-    if (id >= m->tokens.size()) {
-      m->tokens.resize(id + 1);
-      m->kind.resize(id + 1, kAbsent);
-    }
+    m->grow_to(id);
     m->tokens[id] = text_;
     m->kind[id] = kSpecial;
   }
@@ -592,12 +594,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
 
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& origin) {
   using nlohmann::json;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("'{}' is not valid JSON (expected a Hugging Face tokenizer.json): {}", origin, e.what());
-  }
+  json j = parse_json(text, fmt::format("'{}'", origin), "expected a Hugging Face tokenizer.json");
   auto where = [&](const char* field) { return fmt::format("'{}': {}", origin, field); };
   try {
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
@@ -656,29 +653,32 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
 
     const json& vocab = model.at("vocab");
     if (!vocab.is_object()) fail("{} is not an object", where("model.vocab"));
+    const json& added = j.contains("added_tokens") ? j["added_tokens"] : json::array();
+    const uint64_t max_id = Impl::max_token_id(vocab.size() + added.size());
+    // An id of the file, bounded by its token count (a damaged id would size the table).
+    auto token_id = [&](const json& v, const char* field, const std::string& entry) {
+      if (!v.is_number_unsigned() || v.get<uint64_t>() > max_id)
+        fail(
+            "{}: entry '{}' has no valid id (expected an integer in [0, {}], twice the file's {} "
+            "tokens)",
+            where(field), entry, max_id, vocab.size() + added.size());
+      return v.get<uint32_t>();
+    };
     std::string bytes;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= (1u << 30))
-        fail("{}: entry '{}' has no valid id", where("model.vocab"), it.key());
-      uint32_t id = it.value().get<uint32_t>();
+      const uint32_t id = token_id(it.value(), "model.vocab", it.key());
       if (!unicode_to_bytes(it.key(), bytes) || bytes.empty())
         fail("{}: '{}' is not a byte-level (GPT-2 mapped) token", where("model.vocab"), it.key());
-      if (id >= m->tokens.size()) {
-        m->tokens.resize(id + 1);
-        m->kind.resize(id + 1, kAbsent);
-      }
+      m->grow_to(id);
       if (m->kind[id] != kAbsent) fail("{}: id {} appears twice", where("model.vocab"), id);
       m->tokens[id] = bytes;
       m->kind[id] = kNormal;
     }
-    if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
-      for (const json& t : j["added_tokens"]) {
-        uint32_t id = t.at("id").get<uint32_t>();
+    if (added.is_array()) {
+      for (const json& t : added) {
         std::string content = t.at("content").get<std::string>();
-        if (id >= m->tokens.size()) {
-          m->tokens.resize(id + 1);
-          m->kind.resize(id + 1, kAbsent);
-        }
+        const uint32_t id = token_id(t.at("id"), "added_tokens", content);
+        m->grow_to(id);
         m->tokens[id] = content;
         m->kind[id] = kSpecial;
       }

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
+#include "core/json_file.hpp"
 
 extern char** environ;
 
@@ -74,12 +75,7 @@ TaskItems read_task_items(const std::string& file) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = fmt::format("{}:{}", file, i + 1);
-    json j;
-    try {
-      j = json::parse(lines[i]);
-    } catch (const json::exception& e) {
-      fail("{}: not JSON: {}", where, e.what());
-    }
+    const json j = parse_json(lines[i], where);
     if (!j.is_object()) fail("{}: expected a JSON object", where);
     if (!have_header) {
       have_header = true;
