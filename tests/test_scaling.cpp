@@ -694,6 +694,10 @@ TEST(LadderCli, SecondCpuExperimentConfigValidates) {
   EXPECT_EQ(c.lr_multiplier, 2.0);
   EXPECT_EQ(c.keep_every_percent, 5);
   EXPECT_EQ(c.eval_source.value("metric", ""), "macro_loss");
+  // Downstream tasks at every evaluation (issue 15: the metric against compute on the rungs).
+  EXPECT_EQ(c.tasks, (std::vector<std::string>{"cloze_definitions", "lambada_style",
+                                               "verse_completion"}));
+  EXPECT_EQ(c.task_dir, "runs/full/tasks");
   // The target (configs/ladder_cpu_target.toml, d224/L7) at the rule's batch 7 and the ladder's
   // budget: 6.6× the compute of d160.
   const marin::ModelConfig target =
