@@ -12,6 +12,7 @@
 #include "cli_util.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/rng.hpp"
 #include "model/accounting.hpp"
 #include "optim/hparams.hpp"
 #include "scaling/fit.hpp"
@@ -695,8 +696,8 @@ TEST(LadderCli, SecondCpuExperimentConfigValidates) {
   EXPECT_EQ(c.keep_every_percent, 5);
   EXPECT_EQ(c.eval_source.value("metric", ""), "macro_loss");
   // Downstream tasks at every evaluation (issue 15: the metric against compute on the rungs).
-  EXPECT_EQ(c.tasks, (std::vector<std::string>{"cloze_definitions", "lambada_style",
-                                               "verse_completion"}));
+  EXPECT_EQ(c.tasks,
+            (std::vector<std::string>{"cloze_definitions", "lambada_style", "verse_completion"}));
   EXPECT_EQ(c.task_dir, "runs/full/tasks");
   // The target (configs/ladder_cpu_target.toml, d224/L7) at the rule's batch 7 and the ladder's
   // budget: 6.6× the compute of d160.
@@ -818,8 +819,14 @@ TEST(Downstream, ForecastCarriesTheTargetLossThroughTheLink) {
   EXPECT_NEAR(d["predictions"][0]["predicted"].get<double>(), m(4.5), 1e-6);
   EXPECT_NEAR(d["final"]["predicted"].get<double>(), m(3.9), 1e-6);
   // The loss interval [3.8, 4.1] maps to [m(4.1), m(3.8)]: a lower loss is a higher metric.
-  EXPECT_NEAR(d["final"]["interval"]["lo"].get<double>(), m(4.1), 1e-6);
-  EXPECT_NEAR(d["final"]["interval"]["hi"].get<double>(), m(3.8), 1e-6);
+  EXPECT_NEAR(d["final"]["interval_loss_only"]["lo"].get<double>(), m(4.1), 1e-6);
+  EXPECT_NEAR(d["final"]["interval_loss_only"]["hi"].get<double>(), m(3.8), 1e-6);
+  // The whole interval: these points lie on the link (no scatter, no fit uncertainty), so it is
+  // the target loss's spread alone, a normal of the interval's width (sd = 0.3 / (2 · 1.645))
+  // around 3.9, through the link.
+  const double sd = 0.3 / (2 * 1.6448536);
+  EXPECT_NEAR(d["final"]["interval"]["lo"].get<double>(), m(3.9 + 1.6448536 * sd), 0.01);
+  EXPECT_NEAR(d["final"]["interval"]["hi"].get<double>(), m(3.9 - 1.6448536 * sd), 0.01);
   EXPECT_EQ(d["holdout"]["rung"], "d96");
   EXPECT_EQ(d["holdout"]["n"], 20);
   EXPECT_LT(d["holdout"]["rmse"].get<double>(), 1e-6);
@@ -836,6 +843,42 @@ TEST(Downstream, ForecastCarriesTheTargetLossThroughTheLink) {
     sc::downstream_forecast(ladder, forecast, sc::parse_downstream_metric("nosuch/acc"));
   });
   EXPECT_NE(err.find("no task 'nosuch'"), std::string::npos) << err;
+}
+
+TEST(Downstream, TheMetricIntervalCoversANewEvaluationAtItsLevel) {
+  // Rungs' points scattered around a known link (Gaussian, sd 0.02: a task of ~500 items) and a
+  // target whose loss is known exactly: the 90% interval must cover a new evaluation at that loss
+  // about 90% of the time, which it can only by carrying the link's fit uncertainty and one
+  // evaluation's scatter (the loss-only interval is then a single point).
+  const double k = 3.0, l0 = 4.2, noise = 0.02, target_loss = 3.9;
+  auto m = [&](double L) { return 0.25 + 0.75 / (1 + std::exp(k * (L - l0))); };
+  const json forecast = {{"fits", json::array()}, {"prediction", {{"final_loss", target_loss}}}};
+  sc::DownstreamSpec spec = sc::parse_downstream_metric("cloze/acc");
+  spec.floor = 0.25;
+  int covered = 0;
+  const int trials = 200;
+  for (int t = 0; t < trials; ++t) {
+    marin::Rng rng(1000 + uint64_t(t));
+    json rungs = json::array();
+    for (int r = 0; r < 3; ++r) {
+      json curve = json::array();
+      for (int i = 1; i <= 8; ++i) {
+        const double L = 5.6 - 0.35 * r - 0.08 * i;
+        curve.push_back({{"step", i},
+                         {"loss", L},
+                         {"tasks", {{"cloze", {{"acc", m(L) + noise * rng.normal()}}}}}});
+      }
+      rungs.push_back(
+          {{"name", fmt::format("d{}", 32 * (r + 1))}, {"status", "done"}, {"curve", curve}});
+    }
+    const json d = sc::downstream_forecast({{"rungs", rungs}}, forecast, spec);
+    const json& iv = d["final"]["interval"];
+    ASSERT_TRUE(iv["lo"].is_number()) << d["final"].dump();
+    const double fresh = m(target_loss) + noise * rng.normal();
+    covered += iv["lo"].get<double>() <= fresh && fresh <= iv["hi"].get<double>();
+  }
+  EXPECT_GE(covered, 170) << covered << " of " << trials;  // 85–95%, as the loss's interval
+  EXPECT_LE(covered, 190) << covered << " of " << trials;
 }
 
 // A tiny ladder with a [tasks] table: every rung's curve points carry the task's scores (as the

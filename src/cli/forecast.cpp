@@ -199,9 +199,12 @@ int run_forecast(const ForecastCli& a) {
       const auto& fin = d["final"];
       fmt::print("  target at 100%: loss {:.4f} → {} {:.4f}{}\n", fin["loss"].get<double>(), name,
                  fin["predicted"].get<double>(),
-                 fin.contains("interval")
-                     ? fmt::format(" [{:.4f}, {:.4f}]", fin["interval"]["lo"].get<double>(),
-                                   fin["interval"]["hi"].get<double>())
+                 fin.contains("interval") && fin["interval"].contains("lo")
+                     ? fmt::format(" [{:.4f}, {:.4f}] ({:.0f}% interval: the link's fit, the "
+                                   "loss's interval, one evaluation's scatter)",
+                                   fin["interval"]["lo"].get<double>(),
+                                   fin["interval"]["hi"].get<double>(),
+                                   100 * fin["interval"]["level"].get<double>())
                      : std::string());
     }
   }

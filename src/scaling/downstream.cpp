@@ -8,6 +8,8 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/rng.hpp"
+#include "scaling/fit.hpp"
 
 namespace marin::scaling {
 using json = nlohmann::json;
@@ -63,6 +65,16 @@ LinkFit refine(const std::vector<double>& L, const std::vector<double>& y, LinkF
   return f;
 }
 
+// Φ⁻¹(p) by bisection on the normal CDF (only for the few levels of an interval).
+double normal_quantile(double p) {
+  double lo = -10, hi = 10;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 }  // namespace
 
 double LinkFit::predict(double loss) const {
@@ -83,7 +95,7 @@ json LinkFit::to_json() const {
 }
 
 LinkFit fit_loss_link(const std::vector<double>& L, const std::vector<double>& y, double floor,
-                      double ceiling) {
+                      double ceiling, const LinkFit* near) {
   MARIN_CHECK(L.size() == y.size(), "downstream fit: {} losses but {} metric values", L.size(),
               y.size());
   if (!(floor < ceiling))
@@ -111,12 +123,18 @@ LinkFit fit_loss_link(const std::vector<double>& L, const std::vector<double>& y
     s.k = -slope, s.l0 = icept / s.k;
     starts.push_back(s);
   }
-  for (double k : {0.5, 2.0, 8.0, -0.5, -2.0})  // further starts, scaled to the loss range
-    for (double l0 : {lmin, lmid, lmax}) {
-      LinkFit s = base;
-      s.k = k * 4 / (lmax - lmin), s.l0 = l0;
-      starts.push_back(s);
-    }
+  if (near) {
+    LinkFit s = base;
+    s.k = near->k, s.l0 = near->l0;
+    starts.push_back(s);
+  } else {
+    for (double k : {0.5, 2.0, 8.0, -0.5, -2.0})  // further starts, scaled to the loss range
+      for (double l0 : {lmin, lmid, lmax}) {
+        LinkFit s = base;
+        s.k = k * 4 / (lmax - lmin), s.l0 = l0;
+        starts.push_back(s);
+      }
+  }
   LinkFit best;
   best.sse = std::numeric_limits<double>::infinity();
   for (const LinkFit& s : starts) {
@@ -242,14 +260,47 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
     const double fl = pr["final_loss"].get<double>();
     json fin = {{"loss", fl}, {"predicted", link.predict(fl)}};
     const json iv = pr.value("interval", json());
-    if (iv.is_object() && iv.value("lo", json()).is_number() &&
-        iv.value("hi", json()).is_number()) {
+    const bool loss_interval =
+        iv.is_object() && iv.value("lo", json()).is_number() && iv.value("hi", json()).is_number();
+    double level = 0.9, loss_sd = 0;
+    if (loss_interval) {
       const double a = link.predict(iv["lo"].get<double>()),
                    b = link.predict(iv["hi"].get<double>());
-      fin["interval"] = {{"lo", std::min(a, b)},
-                         {"hi", std::max(a, b)},
-                         {"level", iv.value("level", json())},
-                         {"method", "the loss's prediction interval through the link"}};
+      if (iv.value("level", json()).is_number()) level = iv["level"].get<double>();
+      fin["interval_loss_only"] = {{"lo", std::min(a, b)},
+                                   {"hi", std::max(a, b)},
+                                   {"level", level},
+                                   {"method", "the loss's prediction interval through the link"}};
+      // The loss's interval as a normal of its width (its bootstrap draws are not kept).
+      loss_sd = (iv["hi"].get<double>() - iv["lo"].get<double>()) /
+                (2 * normal_quantile((1 + level) / 2));
+    }
+    // The whole interval, by the same parametric bootstrap as the loss's (fit.hpp): the link
+    // refitted to metric values resampled around it with the residuals' variance (the link's
+    // own uncertainty), evaluated at a target loss drawn from the loss's interval, plus one new
+    // evaluation's scatter around the link (the task's item sampling and the rest). The points
+    // of one rung are treated as independent, which they are not quite (one model, nearby steps).
+    std::vector<double> L, y;
+    for (const Point& p : pts) L.push_back(p.loss), y.push_back(p.value);
+    Rng target_loss{0x5eed10ad};
+    const Refit refit = [&](const std::vector<double>& values) {
+      const LinkFit f = fit_loss_link(L, values, spec.floor, spec.ceiling, &link);
+      std::vector<double> at(L.size());
+      for (size_t i = 0; i < L.size(); ++i) at[i] = f.predict(L[i]);
+      return std::pair{at, f.predict(fl + loss_sd * target_loss.normal())};
+    };
+    const PointNoise residuals_only{std::vector<double>(L.size(), 0.0),
+                                    std::vector<int>(L.size(), 1), 0.0, 0};
+    try {
+      json whole = prediction_interval(y, refit, 2, residuals_only, level).to_json();
+      whole["method"] = loss_interval
+                            ? "bootstrap: the link's fit, the target loss's interval, one "
+                              "evaluation's scatter"
+                            : "bootstrap: the link's fit and one evaluation's scatter (the "
+                              "forecast has no loss interval)";
+      fin["interval"] = whole;
+    } catch (const Error& e) {
+      fin["interval"] = {{"error", e.what()}};
     }
     out["final"] = fin;
   }

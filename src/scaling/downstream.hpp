@@ -27,9 +27,11 @@ struct LinkFit {
 };
 
 // Least squares of the link over (loss, metric) pairs. marin::Error when there are fewer than 3
-// points, the losses are all equal, or floor ≥ ceiling.
+// points, the losses are all equal, or floor ≥ ceiling. Starts from the logit line and a grid of
+// slopes and midpoints, or, given `near` (a bootstrap's refit of resampled values), from the
+// logit line and `near`'s (k, L0) only.
 LinkFit fit_loss_link(const std::vector<double>& loss, const std::vector<double>& metric,
-                      double floor = 0, double ceiling = 1);
+                      double floor = 0, double ceiling = 1, const LinkFit* near = nullptr);
 
 // `--metric TASK/METRIC` (every item) or `TASK/clean/METRIC` (the items the audit found clean).
 struct DownstreamSpec {
