@@ -936,6 +936,30 @@ TEST(LadderCli, LadderRecordsTasksAndForecastPredictsAMetric) {
     EXPECT_LE(p, 1.0);
     EXPECT_EQ(d["holdout"]["rung"], "d64");
   }
+  // The target run scores the forecast's downstream metrics from its own task evaluations: at
+  // the predicted steps it scores (every 5 steps here) and at the end, against the interval.
+  r = run("train --config " + target + " --set num_layers=4 --data " + tmp.str("mix.toml") +
+          " --token-dir " + tmp.str("tokens") + " --tokenizer " + tmp.str("tok.json") + " " +
+          f["inputs"]["target"]["train_flags"].get<std::string>() + " --forecast " +
+          tmp.str("f.json") + " --tasks verse_completion --task-dir " + tmp.str("tasks") +
+          " --tasks-every 5 --out " + tmp.str("target"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("forecast verse_completion/acc: predicted"), std::string::npos) << r.out;
+  const json rep = load_json(tmp.str("target/forecast_report.json"));
+  for (const char* name : {"verse_completion/acc", "verse_completion/acc_norm"}) {
+    const json& d = rep["downstream"][name];
+    ASSERT_TRUE(d["actual"].is_number()) << name << " " << d.dump();
+    EXPECT_DOUBLE_EQ(d["predicted"].get<double>(),
+                     f["downstream"][name]["final"]["predicted"].get<double>());
+    // 8 items: the accuracy is a multiple of 1/8.
+    EXPECT_DOUBLE_EQ(d["actual"].get<double>() * 8, std::round(d["actual"].get<double>() * 8));
+    EXPECT_DOUBLE_EQ(d["diff"].get<double>(),
+                     d["actual"].get<double>() - d["predicted"].get<double>());
+    EXPECT_TRUE(d["inside_interval"].is_boolean()) << d.dump();
+    ASSERT_EQ(d["observed"].size(), 4u) << d.dump();  // steps 5, 10, 15, 20
+    EXPECT_EQ(d["observed"][3]["step"], 20);
+    EXPECT_DOUBLE_EQ(d["observed"][3]["actual"].get<double>(), d["actual"].get<double>());
+  }
   // A metric of a task the ladder did not score.
   r = run("forecast --ladder " + dir + " --config " + target +
           " --set num_layers=4 --target-steps 20 --target-batch 2 --metric cloze_definitions/acc "

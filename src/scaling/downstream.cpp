@@ -171,6 +171,19 @@ DownstreamSpec parse_downstream_metric(const std::string& text) {
   return s;
 }
 
+std::optional<double> downstream_value(const json& task_scores, const DownstreamSpec& spec,
+                                       const std::string& where) {
+  if (!task_scores.is_object() || !task_scores.contains(spec.task))
+    fail("{}: no task '{}' (scored: {})", where, spec.task, task_scores.dump());
+  const json& t =
+      spec.clean ? task_scores[spec.task].value("clean", json()) : task_scores[spec.task];
+  if (!t.is_object() || !t.contains(spec.metric))
+    fail("{}: task '{}' has no {}metric '{}'", where, spec.task, spec.clean ? "clean-only " : "",
+         spec.metric);
+  if (!t[spec.metric].is_number()) return std::nullopt;
+  return t[spec.metric].get<double>();
+}
+
 json downstream_forecast(const json& ladder, const json& forecast, const DownstreamSpec& spec) {
   struct Point {
     std::string rung;
@@ -191,19 +204,14 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
             "ladder.json: rung {} has no downstream-task scores at step {} (name the tasks in "
             "the ladder file's [tasks] table and train the ladder)",
             r.value("run", name), step);
-      if (!p["tasks"].contains(spec.task))
-        fail("ladder.json: rung {} step {}: no task '{}' (the ladder scored: {})",
-             r.value("run", name), step, spec.task, p["tasks"].dump());
-      const json& t =
-          spec.clean ? p["tasks"][spec.task].value("clean", json()) : p["tasks"][spec.task];
-      if (!t.is_object() || !t.contains(spec.metric))
-        fail("ladder.json: rung {} step {}: task '{}' has no {}metric '{}'", r.value("run", name),
-             step, spec.task, spec.clean ? "clean-only " : "", spec.metric);
-      if (!t[spec.metric].is_number()) {  // an empty subset (e.g. no clean items)
+      const std::optional<double> v =
+          downstream_value(p["tasks"], spec,
+                           fmt::format("ladder.json: rung {} step {}", r.value("run", name), step));
+      if (!v) {  // an empty subset (e.g. no clean items)
         ++skipped;
         continue;
       }
-      pts.push_back({name, step, p.at("loss").get<double>(), t[spec.metric].get<double>()});
+      pts.push_back({name, step, p.at("loss").get<double>(), *v});
     }
   }
   auto fit_on = [&](auto keep) {

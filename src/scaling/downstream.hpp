@@ -12,6 +12,7 @@
 // choice); k and L0 are least squares in metric space (Levenberg–Marquardt from the straight line
 // of logit((m − floor)/(ceiling − floor)) on L).
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct DownstreamSpec {
   double floor = 0, ceiling = 1;
 };
 DownstreamSpec parse_downstream_metric(const std::string& text);
+
+// The metric of `spec` in one evaluation's task scores (a metrics line's "tasks"."tasks":
+// {TASK: {METRIC, "clean": {METRIC}}}): its value, nullopt when the subset is empty (a null
+// metric), and marin::Error `where: ...` when the task or the metric is missing.
+std::optional<double> downstream_value(const nlohmann::json& task_scores,
+                                       const DownstreamSpec& spec, const std::string& where);
 
 // The forecast's "downstream" record of one metric: the (loss, metric) points of every done rung
 // that is not a canary (ladder.json's curves, with "tasks" at every point: a ladder with a

@@ -49,6 +49,22 @@ ForecastHook::ForecastHook(Trainer& t) : tracker_(bound_tracker(t.options())) {
                  c["actual"].get<double>(), c["verdict"].get<std::string>(),
                  c["diff_nats"].get<double>(), c["diff_percent"].get<double>());
   for (int64_t s : tracker_.steps()) steps_.insert(s);
+  std::vector<std::string> names;
+  const nlohmann::json forecast_downstream =  // named: items() of a temporary would dangle
+      tracker_.forecast().value("downstream", nlohmann::json::object());
+  for (auto& [name, d] : forecast_downstream.items()) {
+    Downstream ds;
+    ds.name = name;
+    ds.spec = parse_downstream_metric(d.value("metric", name));
+    ds.forecast = d;
+    downstream_.push_back(std::move(ds));
+    names.push_back(name);
+  }
+  if (!names.empty() && o.tasks.empty() && t.is_root())
+    fmt::print(stderr,
+               "marin: warning: the forecast predicts {} but this run scores no task; train with "
+               "--tasks (and --task-dir) to score them against it\n",
+               fmt::join(names, ", "));
   macro_ = tracker_.metric() == "macro_loss";
   if (macro_) {
     // A macro-loss forecast carries its metric's definition: the run is scored with exactly it.
@@ -64,6 +80,8 @@ ForecastHook::ForecastHook(Trainer& t) : tracker_(bound_tracker(t.options())) {
 
 void ForecastHook::after_step(Trainer& t, nlohmann::json& m) {
   const int64_t step = t.step();
+  if (m.contains("tasks") && m["tasks"].is_object())
+    observe_downstream(step, m["tasks"].value("tasks", nlohmann::json()), m);
   if (!steps_.count(step) && step != t.options().steps) return;
   if (macro_) {
     if (!steps_.count(step)) return;
@@ -78,6 +96,58 @@ void ForecastHook::after_step(Trainer& t, nlohmann::json& m) {
   }
   if (last_loss_ && steps_.count(step))
     if (auto rec = tracker_.observe(step, *last_loss_, last_clean_)) m["forecast"] = *rec;
+}
+
+void ForecastHook::observe_downstream(int64_t step, const nlohmann::json& task_scores,
+                                      nlohmann::json& m) {
+  for (Downstream& d : downstream_) {
+    std::optional<double> v;
+    try {
+      v = downstream_value(task_scores, d.spec, fmt::format("step {}'s task scores", step));
+    } catch (const Error& e) {
+      d.error = e.what();  // the run scores other tasks: reported, the run goes on
+      continue;
+    }
+    if (!v) continue;
+    d.last = v;
+    for (const nlohmann::json& p : d.forecast.value("predictions", nlohmann::json::array()))
+      if (p.value("target_step", int64_t(-1)) == step &&
+          p.value("predicted", nlohmann::json()).is_number()) {
+        const double predicted = p["predicted"].get<double>();
+        const nlohmann::json rec = {
+            {"step", step}, {"predicted", predicted}, {"actual", *v}, {"diff", *v - predicted}};
+        d.observed.push_back(rec);
+        m["forecast_downstream"][d.name] = rec;
+      }
+  }
+}
+
+// The end-of-run comparison of every downstream metric: the forecast's final prediction and its
+// interval against the run's last task evaluation (the trainer scores --tasks at the end).
+nlohmann::json ForecastHook::downstream_report() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const Downstream& d : downstream_) {
+    nlohmann::json r = {{"observed", d.observed}};
+    const nlohmann::json fin = d.forecast.value("final", nlohmann::json());
+    if (!d.last || !fin.is_object() || !fin.value("predicted", nlohmann::json()).is_number()) {
+      r["error"] = !d.error.empty() ? d.error
+                   : !d.last        ? "the run did not score this metric (train with --tasks)"
+                                    : "the forecast has no final prediction of it";
+      out[d.name] = r;
+      continue;
+    }
+    const double predicted = fin["predicted"].get<double>(), actual = *d.last;
+    r["predicted"] = predicted;
+    r["actual"] = actual;
+    r["diff"] = actual - predicted;
+    const nlohmann::json iv = fin.value("interval", nlohmann::json());
+    if (iv.is_object() && iv.value("lo", nlohmann::json()).is_number()) {
+      r["interval"] = iv;
+      r["inside_interval"] = actual >= iv["lo"].get<double>() && actual <= iv["hi"].get<double>();
+    }
+    out[d.name] = r;
+  }
+  return out;
 }
 
 void ForecastHook::at_end(Trainer& t, TrainResult&) {
@@ -100,6 +170,7 @@ void ForecastHook::at_end(Trainer& t, TrainResult&) {
     report["clean"]["inside_interval"] =
         *last_clean_ >= civ["lo"].get<double>() && *last_clean_ <= civ["hi"].get<double>();
   }
+  if (!downstream_.empty()) report["downstream"] = downstream_report();
   write_file_atomic(t.run_dir() + "/forecast_report.json", report.dump(2) + "\n");
   fmt::print(stderr, "forecast: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
              report.value("predicted", 0.0), report.value("actual", 0.0),
@@ -113,6 +184,22 @@ void ForecastHook::at_end(Trainer& t, TrainResult&) {
                report["clean"].value("predicted", 0.0), report["clean"].value("actual", 0.0),
                report["clean"].value("verdict", std::string("?")),
                report["clean"].value("diff_nats", 0.0), report["clean"].value("diff_percent", 0.0));
+  const nlohmann::json downstream = report.value("downstream", nlohmann::json::object());
+  for (auto& [name, d] : downstream.items()) {
+    if (d.contains("error")) {
+      fmt::print(stderr, "forecast {}: not scored: {}\n", name, d["error"].get<std::string>());
+      continue;
+    }
+    fmt::print(
+        stderr, "forecast {}: predicted {:.4f}, actual {:.4f} ({:+.4f}){}\n", name,
+        d["predicted"].get<double>(), d["actual"].get<double>(), d["diff"].get<double>(),
+        d.contains("inside_interval")
+            ? fmt::format(", {} the {:.0f}% interval [{:.4f}, {:.4f}]",
+                          d["inside_interval"].get<bool>() ? "inside" : "outside",
+                          100 * d["interval"]["level"].get<double>(),
+                          d["interval"]["lo"].get<double>(), d["interval"]["hi"].get<double>())
+            : std::string());
+  }
 }
 
 void attach_forecast(Trainer& t) {

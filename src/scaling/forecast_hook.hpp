@@ -8,6 +8,7 @@
 #include <set>
 
 #include "eval/macro_metric.hpp"
+#include "scaling/downstream.hpp"
 #include "scaling/forecast.hpp"
 #include "train/trainer.hpp"
 
@@ -27,6 +28,19 @@ class ForecastHook final : public TrainHook {
   std::unique_ptr<eval::MacroEvaluator> evaluator_;
   std::optional<double> last_loss_, last_clean_;
   nlohmann::json canaries_;  // score_canaries(), at the start
+  // The forecast's downstream metrics (forecast.json "downstream"), scored from the run's own
+  // task evaluations (--tasks) at the steps the forecast predicts and at the end.
+  struct Downstream {
+    std::string name;
+    DownstreamSpec spec;
+    nlohmann::json forecast;                            // its "downstream" record
+    nlohmann::json observed = nlohmann::json::array();  // {step, predicted, actual, diff}
+    std::optional<double> last;                         // at the latest task evaluation
+    std::string error;                                  // why it could not be scored
+  };
+  std::vector<Downstream> downstream_;
+  void observe_downstream(int64_t step, const nlohmann::json& task_scores, nlohmann::json& m);
+  nlohmann::json downstream_report() const;
 };
 
 // Adds a ForecastHook when the run's options name a forecast.
