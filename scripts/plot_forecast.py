@@ -96,6 +96,12 @@ def main():
              if e.get("predicted_clean_loss") is not None]
     if clean:
         bx.plot(*zip(*clean), "o--", ms=3, color="C2", label="forecast, clean-only documents")
+        clean_band = [(e["fraction"], e["clean_interval"]["lo"], e["clean_interval"]["hi"])
+                      for e in fits if isinstance(e.get("clean_interval"), dict)]
+        if clean_band:
+            bx.fill_between([g for g, _, _ in clean_band], [lo for _, lo, _ in clean_band],
+                            [hi for _, _, hi in clean_band], alpha=0.12, color="C2",
+                            label="clean-only prediction interval (bootstrap)")
     if a.actual:
         seen, seen_clean = {}, {}
         with open(a.actual) as f:

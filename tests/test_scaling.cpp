@@ -881,6 +881,24 @@ TEST(Downstream, TheMetricIntervalCoversANewEvaluationAtItsLevel) {
   EXPECT_LE(covered, 190) << covered << " of " << trials;
 }
 
+TEST(ForecastPlot, DrawsBothPredictionIntervals) {
+  // scripts/plot_forecast.py (marin forecast --plot) on the committed forecast of the first CPU
+  // experiment, given an interval on every fraction for all documents and for the clean ones.
+  TempDir tmp("forecast-plot");
+  json f = load_json(MARIN_SOURCE_DIR "/docs/forecast_cpu.json");
+  for (json& e : f["fits"]) {
+    const double p = e["predicted_loss"].get<double>(), c = e["predicted_clean_loss"].get<double>();
+    e["interval"] = {{"lo", p - 0.05}, {"hi", p + 0.05}, {"level", 0.9}};
+    e["clean_interval"] = {{"lo", c - 0.06}, {"hi", c + 0.06}, {"level", 0.9}};
+  }
+  marin::write_file_atomic(tmp.str("f.json"), f.dump());
+  const auto r =
+      marin::testing::run_shell("/usr/bin/python3 " MARIN_SOURCE_DIR "/scripts/plot_forecast.py " +
+                                tmp.str("f.json") + " " + tmp.str("f.png"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(fs::file_size(tmp.str("f.png")), 10000u);
+}
+
 // A tiny ladder with a [tasks] table: every rung's curve points carry the task's scores (as the
 // trainer recorded them at each evaluation), and `marin forecast --metric` fits the link and
 // forecasts the target's metric.
