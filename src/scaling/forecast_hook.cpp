@@ -108,8 +108,8 @@ void ForecastHook::observe_downstream(int64_t step, const nlohmann::json& task_s
       d.error = e.what();  // the run scores other tasks: reported, the run goes on
       continue;
     }
+    d.last = v;  // nullopt when this evaluation's subset is empty: no stale value at the end
     if (!v) continue;
-    d.last = v;
     for (const nlohmann::json& p : d.forecast.value("predictions", nlohmann::json::array()))
       if (p.value("target_step", int64_t(-1)) == step &&
           p.value("predicted", nlohmann::json()).is_number()) {
