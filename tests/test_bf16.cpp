@@ -289,6 +289,21 @@ TEST(Bf16Train, EmulatedTinyEndsWithin2PercentOfFp32) {
   const auto run_json = nlohmann::json::parse(marin::read_file(tmp.str("emu/run.json")));
   EXPECT_EQ(run_json["dtype"], "bf16-emulated");
   EXPECT_EQ(run_json["options"]["dtype"], "bf16-emulated");
+  EXPECT_EQ(run_json["options"]["optimizer"]["ns_dtype"], "fp32");
+  // Newton–Schulz in the compute dtype too (--ns-dtype compute, the hero's bf16 NS): another
+  // run, also within 2 % of fp32.
+  r = run(base + " --dtype bf16-emulated --ns-dtype compute --out " + tmp.str("emu-ns"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto c = metrics(tmp.str("emu-ns"));
+  ASSERT_EQ(c.size(), 30u);
+  const double lc = c.back()["loss"].get<double>();
+  std::printf("  with Newton-Schulz in bf16-emulated too: %.6f (%+.3f %%)\n", lc,
+              100 * (lc - la) / la);
+  EXPECT_NE(lc, lb) << "--ns-dtype compute changed nothing";
+  EXPECT_LT(std::fabs(lc - la), 0.02 * la) << "fp32 " << la << ", NS in bf16-emulated " << lc;
+  EXPECT_EQ(nlohmann::json::parse(
+                marin::read_file(tmp.str("emu-ns/run.json")))["options"]["optimizer"]["ns_dtype"],
+            "compute");
 }
 
 // The request as the user makes it: `--dtype bf16` on a CPU without it trains in fp32 and says

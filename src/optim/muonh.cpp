@@ -75,12 +75,13 @@ i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols) {
 
 template <class T>
 void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, double lr,
-                  RadiusScope scope, T* workspace, double beta, const StackSum* split) {
+                  RadiusScope scope, T* workspace, double beta, const StackSum* split,
+                  kernels::Precision ns_products) {
   const i64 n = num_mats * rows * cols;
   T* O = workspace;
   T* ns_ws = workspace + n;
   kernels::nesterov_momentum(G, M, O, n, static_cast<T>(beta));
-  newton_schulz_batched<T>(O, O, num_mats, rows, cols, ns_ws);
+  newton_schulz_batched<T>(O, O, num_mats, rows, cols, ns_ws, ns_products);
   if (scope == RadiusScope::kLayer && (num_mats > 1 || split))
     stack_hyperball_step<T>(P, O, num_mats, rows * cols, lr, split);
   else if (scope == RadiusScope::kLayer)
@@ -99,7 +100,7 @@ void adamh_update(T* P, const T* G, T* M, T* V, i64 n, double lr, const AdamPara
 #define MARIN_MUONH_INST(T)                                                                       \
   template void hyperball_step<T>(T*, const T*, i64, i64, double);                                \
   template void muonh_update<T>(T*, const T*, T*, i64, i64, i64, double, RadiusScope, T*, double, \
-                                const StackSum*);                                                 \
+                                const StackSum*, kernels::Precision);                             \
   template void adamh_update<T>(T*, const T*, T*, T*, i64, double, const AdamParams&, i64, T*);
 MARIN_MUONH_INST(float)
 MARIN_MUONH_INST(double)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/kernels.hpp"
 #include "optim/adam.hpp"
 
 namespace marin::optim {
@@ -50,7 +51,8 @@ i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols);
 template <class T>
 void muonh_update(T* P, const T* G, T* M, i64 num_mats, i64 rows, i64 cols, double lr,
                   RadiusScope scope, T* workspace, double beta = kMuonBeta,
-                  const StackSum* split = nullptr);
+                  const StackSum* split = nullptr,
+                  kernels::Precision ns_products = kernels::Precision::fp32);
 
 // Elements of T the AdamH workspace needs (the direction u).
 inline i64 adamh_workspace_size(i64 n) {

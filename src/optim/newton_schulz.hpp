@@ -5,6 +5,8 @@
 // marin::kernels::gemm; nothing is allocated: the caller passes a workspace.
 #include <cstdint>
 
+#include "kernels/kernels.hpp"
+
 namespace marin::optim {
 
 using i64 = int64_t;
@@ -30,13 +32,19 @@ i64 ns_workspace_size(i64 rows, i64 cols);
 // The transposes are never materialised: for rows > cols the same iteration runs on the tall X as
 // A = XᵀX, X ← a·X + X·Bᵀ, which is the transpose of the wide iteration term for term.
 // O may alias U (in place). workspace: ns_workspace_size(rows, cols) elements, any contents.
+// `products`: fp32 (the default: the orthogonalisation of fp32 master-weight updates), or
+// compute, the run's compute dtype (--ns-dtype compute; the hero ran Newton–Schulz in bf16): its
+// three products are then GEMMs in that dtype (bf16 inputs, fp32 accumulation), the symmetric two
+// included, as a bf16 syrk does not exist.
 template <class T>
-void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace);
+void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace,
+                   kernels::Precision products = kernels::Precision::fp32);
 
 // num_mats matrices stored back to back ([num_mats, rows, cols]), each orthogonalised on its own
 // (routed experts of one weight kind). Same workspace size as a single matrix.
 template <class T>
-void newton_schulz_batched(const T* U, T* O, i64 num_mats, i64 rows, i64 cols, T* workspace);
+void newton_schulz_batched(const T* U, T* O, i64 num_mats, i64 rows, i64 cols, T* workspace,
+                           kernels::Precision products = kernels::Precision::fp32);
 
 // Multiply-add count of one newton_schulz call (for GFLOP/s reports): 2 FLOPs per MAC.
 double ns_flops(i64 rows, i64 cols);

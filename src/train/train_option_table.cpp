@@ -67,6 +67,11 @@ std::vector<TrainOption> make_table() {
      .set = [](TrainOptions& o, const json& v) {
        o.optim.expert_radius = optim::parse_radius_scope(v.get<std::string>());
      }},
+    {.flag = "--ns-dtype", .key = "/optimizer/ns_dtype", .kind = O::Choice,
+     .choices = {"fp32", "compute"}, .optional = true, .on_resume = kYes,
+     .help = "Newton-Schulz products in fp32 (default) or in the compute dtype of --dtype (bf16: "
+             "the hero's choice)",
+     MEMBER(optim.ns_dtype)},
     {.flag = "--gate-router-wd", .key = "/optimizer/gate_router_wd", .kind = O::Bool,
      .help = "decay head gate and router weights by 0.02·(1 − t/T)", MEMBER(optim.gate_router_wd)},
     {.flag = "--transport", .key = "/transport", .kind = O::Choice,
