@@ -200,11 +200,11 @@ int run_forecast(const ForecastCli& a) {
       fmt::print("  target at 100%: loss {:.4f} → {} {:.4f}{}\n", fin["loss"].get<double>(), name,
                  fin["predicted"].get<double>(),
                  fin.contains("interval") && fin["interval"].contains("lo")
-                     ? fmt::format(" [{:.4f}, {:.4f}] ({:.0f}% interval: the link's fit, the "
-                                   "loss's interval, one evaluation's scatter)",
+                     ? fmt::format(" [{:.4f}, {:.4f}] ({:.0f}% interval, {})",
                                    fin["interval"]["lo"].get<double>(),
                                    fin["interval"]["hi"].get<double>(),
-                                   100 * fin["interval"]["level"].get<double>())
+                                   100 * fin["interval"]["level"].get<double>(),
+                                   fin["interval"]["method"].get<std::string>())
                      : std::string());
     }
   }

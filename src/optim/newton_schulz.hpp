@@ -2,7 +2,8 @@
 // Newton–Schulz orthogonalisation for MuonH (recipe §5 step 2): five quintic iterations with
 // per-iteration coefficients push every singular value of U towards 1 while keeping its singular
 // vectors, approximating the polar factor U·Vᵀ of U = U·S·Vᵀ. All products go through
-// marin::kernels::gemm; nothing is allocated: the caller passes a workspace.
+// marin::kernels (gemm, and syrk for the symmetric ones); nothing is allocated: the caller passes
+// a workspace.
 #include <cstdint>
 
 #include "kernels/kernels.hpp"

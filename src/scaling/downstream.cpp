@@ -220,7 +220,9 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
       if (keep(p)) L.push_back(p.loss), y.push_back(p.value);
     return fit_loss_link(L, y, spec.floor, spec.ceiling);
   };
-  const LinkFit link = fit_on([](const Point&) { return true; });
+  std::vector<double> L, y;  // every point: the link's fit and its bootstrap
+  for (const Point& p : pts) L.push_back(p.loss), y.push_back(p.value);
+  const LinkFit link = fit_loss_link(L, y, spec.floor, spec.ceiling);
   json points = json::array();
   for (const Point& p : pts)
     points.push_back({{"rung", p.rung}, {"step", p.step}, {"loss", p.loss}, {"value", p.value}});
@@ -288,8 +290,6 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
     // own uncertainty), evaluated at a target loss drawn from the loss's interval, plus one new
     // evaluation's scatter around the link (the task's item sampling and the rest). The points
     // of one rung are treated as independent, which they are not quite (one model, nearby steps).
-    std::vector<double> L, y;
-    for (const Point& p : pts) L.push_back(p.loss), y.push_back(p.value);
     Rng target_loss{0x5eed10ad};
     const Refit refit = [&](const std::vector<double>& values) {
       const LinkFit f = fit_loss_link(L, values, spec.floor, spec.ceiling, &link);
