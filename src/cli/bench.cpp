@@ -169,6 +169,7 @@ int bench_model(BenchOptions o) {
   nlohmann::json j = {{"preset", o.model.preset},
                       {"cpu", cpu_model_name()},
                       {"isa", kernels::isa_name()},
+                      {"gemm", kernels::gemm_library_name(kernels::gemm_library())},
                       {"dtype", kernels::dtype_name(dtype.dtype)},
                       {"dtype_requested", o.dtype.dtype},
                       {"fp32_lanes", peak.lanes},
@@ -218,10 +219,10 @@ int bench_model(BenchOptions o) {
     return 0;
   }
   fmt::print(
-      "{} (kernels: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak {:.1f} "
-      "GFLOP/s",
-      j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["dtype"].get<std::string>(),
-      world.size(), threads, job_peak);
+      "{} (kernels: {}, gemm: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak "
+      "{:.1f} GFLOP/s",
+      j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
+      j["dtype"].get<std::string>(), world.size(), threads, job_peak);
   if (job_bf16_peak > 0)
     fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
   else

@@ -14,11 +14,11 @@ namespace marin::kernels {
 using i64 = int64_t;
 
 // ---- compute dtype of the float GEMMs (cpu/gemm.cpp) ----
-// fp32: OpenBLAS sgemm. bf16: both inputs converted to bf16 (to_bf16) and multiplied by oneDNN's
-// matmul with fp32 accumulation and an fp32 result; needs a CPU oneDNN runs bf16 matmul on
-// (avx512_bf16; oneDNN 2.6 refuses AVX2). bf16_emulated: both inputs rounded to bf16 values
-// (round_to_bf16) and multiplied by sgemm: bf16's numerics on any CPU, slower than fp32 (the
-// rounding pass), for tests. A product of two bf16 values is exact in fp32, so the emulation
+// fp32: sgemm (oneDNN or OpenBLAS, gemm_library()). bf16: both inputs converted to bf16 (to_bf16)
+// and multiplied by oneDNN's matmul with fp32 accumulation and an fp32 result; needs a CPU oneDNN
+// runs bf16 matmul on (avx512_bf16; oneDNN 2.6 refuses AVX2). bf16_emulated: both inputs rounded to
+// bf16 values (round_to_bf16) and multiplied by sgemm: bf16's numerics on any CPU, slower than fp32
+// (the rounding pass), for tests. A product of two bf16 values is exact in fp32, so the emulation
 // and the hardware differ only in the order of the fp32 sums.
 enum class Dtype { fp32, bf16, bf16_emulated };
 // Whether a GEMM follows the compute dtype (the model's linear layers) or stays fp32 (router
@@ -63,7 +63,19 @@ DtypeChoice resolve_dtype(const std::string& requested);
 // checked against the emulation; `why` (if given) says why not.
 bool bf16_gemm_supported(std::string* why = nullptr);
 
-// ---- dense linear algebra (cpu/gemm.cpp: OpenBLAS; oneDNN for bf16) ----
+// ---- the library of the fp32 GEMMs (cpu/gemm.cpp) ----
+// oneDNN's sgemm JIT-compiles for the CPU at hand (AVX-512 where it has it) whatever OpenBLAS's
+// core type is; OpenBLAS runs the kernels of the core it detects or is told (OPENBLAS_CORETYPE,
+// which some environments set to Haswell: AVX2 on an AVX-512 CPU). Measured per shape in
+// docs/benchmarks.md: oneDNN 1.6-2.0x OpenBLAS-Haswell on every cpu-small product of a Zen 5.
+// The choice is fixed for the process (never by timing: two processes of one run, a resume or
+// another rank, must compute the same bits): MARIN_GEMM=openblas|onednn, else onednn. One-row
+// products (gemv), syrk and double stay on OpenBLAS.
+enum class GemmLibrary { onednn, openblas };
+const char* gemm_library_name(GemmLibrary g);  // "onednn", "openblas"
+GemmLibrary gemm_library();                    // read once from MARIN_GEMM
+
+// ---- dense linear algebra (cpu/gemm.cpp: oneDNN or OpenBLAS; oneDNN for bf16) ----
 // C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, op = transpose when ta / tb. Float GEMMs
 // with Precision::compute run in compute_dtype(); double always runs in double.
 template <class T>

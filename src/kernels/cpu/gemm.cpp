@@ -1,7 +1,8 @@
-// GEMM on OpenBLAS (OpenMP build), and in bf16 on oneDNN's matmul. Row-major wrappers so the
-// model reads like the math. A single fp32 row goes to gemv: OpenBLAS 0.3.21's gemm packs the
-// whole of B even for M = 1, which doubles the memory traffic of a decoding step (the LM head
-// alone is 8 MB in cpu-small).
+// GEMM on oneDNN's sgemm or OpenBLAS (OpenMP build; kernels.hpp, "the library of the fp32
+// GEMMs"), and in bf16 on oneDNN's matmul. Row-major wrappers so the model reads like the math.
+// A single fp32 row goes to OpenBLAS's gemv: OpenBLAS 0.3.21's gemm packs the whole of B even
+// for M = 1, which doubles the memory traffic of a decoding step (the LM head alone is 8 MB in
+// cpu-small).
 //
 // The compute dtype (kernels.hpp) is one process-wide setting, read by every Precision::compute
 // float GEMM: the commands set it once from --dtype before any model runs.
@@ -9,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <type_traits>
 #include <vector>
@@ -29,13 +31,22 @@ void sgemm(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i
                 ldb, A, 1, beta, C, 1);
     return;
   }
+  if (gemm_library() == GemmLibrary::onednn) {
+    // Row-major, like the cblas call; oneDNN's dnnl_sgemm returns a status, never throws.
+    const dnnl_status_t st =
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st != dnnl_success)
+      fail("oneDNN sgemm {}x{}x{} (lda {}, ldb {}, ldc {}) failed with status {}", M, N, K, lda,
+           ldb, ldc, int(st));
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// Scratch of the calling thread for the converted inputs (grows, never shrinks).
+// Scratch of the calling thread (converted inputs, oneDNN scratchpads); grows, never shrinks.
 template <class T>
-T* input_scratch(int which, size_t n) {
+T* thread_scratch(int which, size_t n) {
   thread_local std::vector<T> bufs[2];
   if (bufs[which].size() < n) bufs[which].resize(n);
   return bufs[which].data();
@@ -50,8 +61,8 @@ struct Stored {
 void gemm_emulated(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
   const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
-  float* a = input_scratch<float>(0, size_t(sa.rows * sa.cols));
-  float* b = input_scratch<float>(1, size_t(sb.rows * sb.cols));
+  float* a = thread_scratch<float>(0, size_t(sa.rows * sa.cols));
+  float* b = thread_scratch<float>(1, size_t(sb.rows * sb.cols));
   round_to_bf16_rows(A, sa.rows, sa.cols, lda, a);
   round_to_bf16_rows(B, sb.rows, sb.cols, ldb, b);
   sgemm(ta, tb, M, N, K, alpha, a, sa.cols, b, sb.cols, beta, C, ldc);
@@ -77,8 +88,8 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   using md = dnnl::memory::desc;
   using dt = dnnl::memory::data_type;
   const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
-  uint16_t* a = input_scratch<uint16_t>(0, size_t(sa.rows * sa.cols));
-  uint16_t* b = input_scratch<uint16_t>(1, size_t(sb.rows * sb.cols));
+  uint16_t* a = thread_scratch<uint16_t>(0, size_t(sa.rows * sa.cols));
+  uint16_t* b = thread_scratch<uint16_t>(1, size_t(sb.rows * sb.cols));
   to_bf16_rows(A, sa.rows, sa.cols, lda, a);
   to_bf16_rows(B, sb.rows, sb.cols, ldb, b);
   // The packed inputs, transposes expressed as strides.
@@ -93,10 +104,20 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
     po.append_sum(beta);
     attr.set_post_ops(po);
   }
-  const dnnl::matmul prim(
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, d.engine));
-  dnnl::memory src(src_md, d.engine, a), wei(wei_md, d.engine, b), dst(dst_md, d.engine, C);
-  prim.execute(d.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+  // The scratchpad is ours, reused from call to call: left to the library, oneDNN allocates it
+  // afresh at every execution, and the kernel's clearing of those new pages took 23 % of a
+  // cpu-small bf16 training step (perf, Zen 5).
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, d.engine);
+  const dnnl::matmul prim(pd);
+  const md scratch_md = pd.scratchpad_desc();
+  uint8_t* scratch = thread_scratch<uint8_t>(0, scratch_md.get_size());
+  dnnl::memory src(src_md, d.engine, a), wei(wei_md, d.engine, b), dst(dst_md, d.engine, C),
+      pad(scratch_md, d.engine, scratch);
+  prim.execute(d.stream, {{DNNL_ARG_SRC, src},
+                          {DNNL_ARG_WEIGHTS, wei},
+                          {DNNL_ARG_DST, dst},
+                          {DNNL_ARG_SCRATCHPAD, pad}});
   d.stream.wait();
 }
 
@@ -139,6 +160,21 @@ Bf16Check check_bf16_gemm() {
 }
 
 }  // namespace
+
+const char* gemm_library_name(GemmLibrary g) {
+  return g == GemmLibrary::onednn ? "onednn" : "openblas";
+}
+
+GemmLibrary gemm_library() {
+  static const GemmLibrary g = [] {
+    const char* v = std::getenv("MARIN_GEMM");
+    const std::string name = v ? v : "";
+    if (name.empty() || name == "onednn") return GemmLibrary::onednn;
+    if (name == "openblas") return GemmLibrary::openblas;
+    fail("MARIN_GEMM={}: expected onednn or openblas", name);
+  }();
+  return g;
+}
 
 const char* dtype_name(Dtype d) {
   switch (d) {
