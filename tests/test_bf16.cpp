@@ -226,11 +226,11 @@ TEST(Dtype, NamesParseAndBadOnesAreRefused) {
   EXPECT_TRUE(mk::resolve_dtype("bf16-emulated").message.empty());
 }
 
-// auto stays fp32 on every CPU until the bf16 path has run on avx512_bf16 hardware
-// (docs/architecture.md, "Compute dtype"): a default run's numbers do not depend on the CPU.
-TEST(Dtype, AutoIsFp32OnEveryCpuForNow) {
+// auto is bf16 exactly where the real bf16 GEMM runs (and passed its start-up check), fp32
+// elsewhere, and says nothing either way.
+TEST(Dtype, AutoIsBf16WhereTheCpuRunsItElseFp32) {
   const mk::DtypeChoice c = mk::resolve_dtype("auto");
-  EXPECT_EQ(c.dtype, mk::Dtype::fp32);
+  EXPECT_EQ(c.dtype, mk::bf16_gemm_supported() ? mk::Dtype::bf16 : mk::Dtype::fp32);
   EXPECT_TRUE(c.message.empty()) << c.message;
 }
 
