@@ -346,7 +346,8 @@ MARIN_COMMAND(
       app.add_flag("--no-audit", a->no_audit, "skip the contamination audit");
       app.add_flag("--skip-empty", a->skip_empty,
                    "skip a domain with nothing to score (with a warning) instead of failing");
-      app.add_option("--threads", a->threads, "threads for the n-gram index")
+      app.add_option("--threads", a->threads,
+                     "compute threads of this process (the n-gram index's too)")
           ->capture_default_str()
           ->check(threads_range());
       app.add_flag("--quiet", a->quiet, "no progress lines or warnings on stderr");
