@@ -14,9 +14,6 @@ cd "$(dirname "$0")/.."
 B=build/bin/marin
 D=${DEMO_DIR:-runs/demo}
 MINUTES=${DEMO_MINUTES:-5}
-# Sleep rather than spin when a thread waits: on a busy 2-vCPU machine spinning OpenMP threads
-# fight each other (measured: 4× slower under load); costs ~nothing on a quiet one.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p "$D"
 t0=$(date +%s)
 

@@ -12,6 +12,8 @@
 #include <set>
 #include <string>
 
+#include <unistd.h>
+
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
@@ -19,15 +21,20 @@
 #include "kernels/kernels.hpp"
 
 namespace {
-// OpenMP's default wait policy spins idle threads for a long while; on a machine shared with
-// other work that cost 10x (docs/benchmarks.md). libgomp reads OMP_WAIT_POLICY in its own
-// constructor, before main, so the default is set from the executable's .preinit_array, which
-// the dynamic loader runs before any shared library's initialisers. A user's setting is kept.
-void default_passive_wait(int, char**, char**) {
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+// OpenMP's default wait spins idle threads for up to 300,000 iterations (and forever under
+// OMP_WAIT_POLICY=active); on a machine shared with other work that cost 10x. Passive waiting
+// (sleeping at once) cost 1.8x on an idle machine instead: a cpu-small step at two threads took
+// 2.41 s passive, 1.33 s with 20,000 spins, 1.27 s active (Zen 5), and on a busy Zen 3 20,000
+// spins beat both (docs/benchmarks.md). So the binary's default is a short spin. libgomp reads
+// its environment in its own constructor, which runs before main and even before the
+// executable's .preinit_array (measured: a setenv there is not seen), and OpenMP has no call to
+// change it later; so without a setting of the user's (either variable, which is kept) the
+// binary sets GOMP_SPINCOUNT and executes itself again, once.
+void exec_with_short_spin(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  setenv("GOMP_SPINCOUNT", "20000", /*overwrite=*/0);
+  execv("/proc/self/exe", argv);  // returns only if it failed: run on with libgomp's default
 }
-using PreinitFn = void (*)(int, char**, char**);
-__attribute__((section(".preinit_array"), used)) PreinitFn kPreinit = default_passive_wait;
 
 // The default number of compute threads when neither --threads nor OMP_NUM_THREADS says: the
 // cores that are idle by the 1-minute load average, at least one. On a 2-vCPU machine busy with
@@ -55,6 +62,7 @@ std::vector<Command>& registry() {
 }  // namespace marin::cli
 
 int main(int argc, char** argv) {
+  exec_with_short_spin(argv);
   using namespace marin::cli;
   CLI::App app{
       "marin: pretrain, forecast and evaluate Mixture-of-Experts language models with the Marin "
