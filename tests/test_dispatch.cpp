@@ -134,3 +134,38 @@ TEST(Dispatch, MarinIsaPinsTheTargetOfARun) {
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("'bogus' is not a target"), std::string::npos) << bad.out;
 }
+
+// MARIN_GEMM chooses the fp32 GEMMs' library for a run (oneDNN by default): bench names it, a
+// tiny training run computes the same model on either (the order of the sums differs, so within
+// a tolerance, not bit for bit), and an unknown name is refused naming the variable.
+TEST(Dispatch, MarinGemmChoosesTheLibraryAndBothTrainTheSameModel) {
+  using marin::testing::run_shell;
+  const std::string bin = MARIN_BIN;
+  for (const std::string lib : {"", "onednn", "openblas"}) {
+    const auto r = run_shell("MARIN_GEMM=" + lib + " " + bin +
+                             " bench --preset tiny --batch 2 --iters 1 --warmup 0 --threads 1 "
+                             "--dtype fp32 --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(j["gemm"].get<std::string>(), lib.empty() ? "onednn" : lib);
+  }
+  marin::testing::TempDir tmp("gemm-lib");
+  marin::testing::write_rows(tmp.str("rows.bin"), 16);
+  double loss[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string lib = i == 0 ? "onednn" : "openblas";
+    const auto r = run_shell("MARIN_GEMM=" + lib + " " + bin +
+                             " train --preset tiny --batch 4 --steps 5 --seed 2 --dtype fp32 "
+                             "--rows " +
+                             tmp.str("rows.bin") + " --out " + tmp.str(lib));
+    ASSERT_EQ(r.code, 0) << r.out;
+    loss[i] = marin::testing::metrics(tmp.str(lib)).back()["loss"].get<double>();
+  }
+  EXPECT_NEAR(loss[0], loss[1], 1e-4 * loss[1]);
+  const auto bad = run_shell("MARIN_GEMM=mkl " + bin +
+                             " bench --preset tiny --batch 2 --iters 1 "
+                             "--warmup 0 --threads 1 --dtype fp32");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("MARIN_GEMM=mkl: expected onednn or openblas"), std::string::npos)
+      << bad.out;
+}
