@@ -154,17 +154,17 @@ TEST(Dispatch, MarinGemmChoosesTheLibraryAndBothTrainTheSameModel) {
   double loss[2];
   for (int i = 0; i < 2; ++i) {
     const std::string lib = i == 0 ? "onednn" : "openblas";
-    const auto r = run_shell("MARIN_GEMM=" + lib + " " + bin +
-                             " train --preset tiny --batch 4 --steps 5 --seed 2 --dtype fp32 "
-                             "--rows " +
-                             tmp.str("rows.bin") + " --out " + tmp.str(lib));
+    const auto r =
+        run_shell("MARIN_GEMM=" + lib + " " + bin +
+                  " train --preset tiny --batch 4 --steps 5 --seed 2 --dtype fp32 --rows " +
+                  tmp.str("rows.bin") + " --out " + tmp.str(lib));
     ASSERT_EQ(r.code, 0) << r.out;
     loss[i] = marin::testing::metrics(tmp.str(lib)).back()["loss"].get<double>();
   }
   EXPECT_NEAR(loss[0], loss[1], 1e-4 * loss[1]);
-  const auto bad = run_shell("MARIN_GEMM=mkl " + bin +
-                             " bench --preset tiny --batch 2 --iters 1 "
-                             "--warmup 0 --threads 1 --dtype fp32");
+  const auto bad =
+      run_shell("MARIN_GEMM=mkl " + bin +
+                " bench --preset tiny --batch 2 --iters 1 --warmup 0 --threads 1 --dtype fp32");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("MARIN_GEMM=mkl: expected onednn or openblas"), std::string::npos)
       << bad.out;

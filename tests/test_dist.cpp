@@ -157,8 +157,7 @@ TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
   // (auto on an avx512_bf16 CPU) a last-bit difference of one layer's sums moves the next
   // layer's bf16 inputs by a whole bf16 step, and routing flipped at step 3 (Zen 5).
   const std::string short_args =
-      "train --preset tiny --batch 8 --steps 4 --seed 5 --dtype fp32 "
-      "--rows " +
+      "train --preset tiny --batch 8 --steps 4 --seed 5 --dtype fp32 --rows " +
       tmp.str("rows.bin") + " --out ";
   ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m2")).code, 0);
   ASSERT_EQ(mpirun(0, short_args + tmp.str("short-m1") + " --micro-batch 1").code, 0);

@@ -64,9 +64,9 @@ TEST(Soak, TwentyRandomSigkillsResumeByteIdentical) {
   TempDir tmp("soak");
   write_rows(tmp.str("rows.bin"), 48);
   const int64_t steps = 300;
-  const std::string args = " train --preset tiny --batch 4 --steps " + std::to_string(steps) +
+  const std::string args = "train --preset tiny --batch 4 --steps " + std::to_string(steps) +
                            " --seed 3 --tokens " + tmp.str("rows.bin");
-  ASSERT_EQ(run(args.substr(1) + " --out " + tmp.str("straight")).code, 0);
+  ASSERT_EQ(run(args + " --out " + tmp.str("straight")).code, 0);
   const auto straight = marin::latest_checkpoint(tmp.str("straight"));
   ASSERT_TRUE(straight.has_value());
 
@@ -74,18 +74,22 @@ TEST(Soak, TwentyRandomSigkillsResumeByteIdentical) {
   // kill has landed), then checks it against the uninterrupted run; rounds repeat until the
   // kills have all landed, each starting afresh.
   std::uniform_int_distribution<int> delay_ms(100, 1200);  // start-up, steps and mid-write
+  // The command that continues the run in `dir` or, killed before its first checkpoint (nothing
+  // to resume), starts it again with `fresh` options.
+  auto continue_or_start = [&](const std::string& dir, const std::string& fresh) {
+    if (!marin::checkpoint_dirs(dir).empty()) return "train --resume " + dir;
+    fs::remove_all(dir);
+    return args + fresh + " --out " + dir;
+  };
   int landed = 0, starts = 0, rounds = 0;
   while (landed < kills) {
     ASSERT_LT(rounds, 2 * kills) << "too few kills land before a run completes";
     const std::string dir = tmp.str("kill" + std::to_string(rounds++));
     int landed_in_round = 0;
     while (landed < kills) {
-      // Killed before its first checkpoint, a run has nothing to resume: it starts again.
-      const bool resume = !marin::checkpoint_dirs(dir).empty();
-      if (!resume) fs::remove_all(dir);
       // A checkpoint every step, so that many kills land inside a checkpoint's write.
       const pid_t pid =
-          spawn_train(resume ? " train --resume " + dir : args + " --ckpt-every 1 --out " + dir);
+          spawn_train(std::string(" ").append(continue_or_start(dir, " --ckpt-every 1")));
       ++starts;
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
       kill(pid, SIGKILL);
@@ -102,10 +106,7 @@ TEST(Soak, TwentyRandomSigkillsResumeByteIdentical) {
       if (HasFatalFailure()) return;
     }
     SCOPED_TRACE(dir + " after " + std::to_string(landed_in_round) + " kills");
-    // Finish the run (or find it finished); killed before its first checkpoint, start it again.
-    const bool resume = !marin::checkpoint_dirs(dir).empty();
-    if (!resume) fs::remove_all(dir);
-    const auto r = run(resume ? "train --resume " + dir : args.substr(1) + " --out " + dir);
+    const auto r = run(continue_or_start(dir, ""));  // finish the run (or find it finished)
     ASSERT_EQ(r.code, 0) << r.out;
     expect_checkpoints_intact(dir, landed);
     const auto last = marin::latest_checkpoint(dir);

@@ -46,15 +46,15 @@ class DtypeScope {
 };
 // What a --dtype request ("auto", "fp32", "bf16", "bf16-emulated") computes in on this CPU.
 // auto: bf16 where bf16_gemm_supported() (avx512_bf16), else fp32 (docs/architecture.md,
-// "Compute dtype"). bf16 where oneDNN's start-up check fails: fp32, with
-// `message` the one line saying why (a request is never refused, a run never fails for it).
+// "Compute dtype"). bf16 where oneDNN's start-up check fails: fp32, with `message` the one line
+// saying why (a request is never refused, a run never fails for it).
 // Everything else: as asked. The --dtype help of every command that has it (train's option table
 // and the CLI's DtypeOption).
 inline constexpr const char* kDtypeHelp =
     "GEMM inputs in: auto (bf16 where the CPU has avx512_bf16, else fp32), fp32, bf16 (oneDNN, "
-    "fp32 accumulation; fp32 with a "
-    "message where it cannot run) or bf16-emulated (bf16 rounding in the fp32 GEMMs, any CPU); "
-    "weights, optimizer state, norms, softmax, loss and router logits stay fp32";
+    "fp32 accumulation; fp32 with a message where it cannot run) or bf16-emulated (bf16 "
+    "rounding in the fp32 GEMMs, any CPU); weights, optimizer state, norms, softmax, loss and "
+    "router logits stay fp32";
 struct DtypeChoice {
   Dtype dtype = Dtype::fp32;
   std::string message;  // empty unless the request fell back

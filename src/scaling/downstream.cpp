@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -214,14 +215,20 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
       pts.push_back({name, step, p.at("loss").get<double>(), *v});
     }
   }
-  auto fit_on = [&](auto keep) {
-    std::vector<double> L, y;
+  // The losses and metric values of the points `keep` selects: the link's inputs.
+  auto select = [&](auto keep) {
+    std::pair<std::vector<double>, std::vector<double>> Ly;
     for (const Point& p : pts)
-      if (keep(p)) L.push_back(p.loss), y.push_back(p.value);
-    return fit_loss_link(L, y, spec.floor, spec.ceiling);
+      if (keep(p)) Ly.first.push_back(p.loss), Ly.second.push_back(p.value);
+    return Ly;
   };
-  std::vector<double> L, y;  // every point: the link's fit and its bootstrap
-  for (const Point& p : pts) L.push_back(p.loss), y.push_back(p.value);
+  auto fit_on = [&](auto keep) {
+    const auto Ly = select(keep);
+    return fit_loss_link(Ly.first, Ly.second, spec.floor, spec.ceiling);
+  };
+  // Every point: the link's fit and its bootstrap.
+  const auto all = select([](const Point&) { return true; });
+  const std::vector<double>&L = all.first, &y = all.second;
   const LinkFit link = fit_loss_link(L, y, spec.floor, spec.ceiling);
   json points = json::array();
   for (const Point& p : pts)
