@@ -728,6 +728,43 @@ TEST(LadderCli, ForecastRefusesAnUnfinishedLadder) {
   EXPECT_FALSE(fs::exists(tmp.str("f.json")));
 }
 
+// --runs trains only the named runs (a ladder spread over sessions or machines): the others stay
+// pending and the ladder is not complete (exit 3); a finished run left out by a later --runs is
+// still recorded, not retrained; a name that is no run is refused with the list of runs.
+TEST(LadderCli, RunsTrainsOnlyTheNamedRunsAndRecordsFinishedOnes) {
+  TempDir tmp("scaling-runs");
+  write_rows(tmp.str("train.bin"), 256, 7);
+  write_rows(tmp.str("valid.bin"), 16, 99);
+  const std::string cmd = "ladder --config " MARIN_SOURCE_DIR "/configs/ladder_tiny.toml --out " +
+                          tmp.str("ladder") + " --rows " + tmp.str("train.bin") + " --valid-rows " +
+                          tmp.str("valid.bin");
+  auto status = [&] {
+    const json lj = load_json(tmp.str("ladder/ladder.json"));
+    std::vector<std::string> s;
+    for (auto& rg : lj["rungs"]) s.push_back(rg["status"]);
+    return s;
+  };
+  auto r = run(cmd + " --runs d48");
+  ASSERT_EQ(r.code, 3) << r.out;
+  EXPECT_EQ(status(), (std::vector<std::string>{"pending", "done", "pending", "pending"}));
+  EXPECT_FALSE(fs::exists(tmp.str("ladder/rung-d32")));
+  const json d48 = load_json(tmp.str("ladder/ladder.json"))["rungs"][1];
+  ASSERT_EQ(d48["curve"].size(), 20u);
+
+  r = run(cmd + " --runs d32");
+  ASSERT_EQ(r.code, 3) << r.out;
+  EXPECT_EQ(status(), (std::vector<std::string>{"done", "done", "pending", "pending"}));
+  EXPECT_NE(r.out.find("rung d48 is done"), std::string::npos) << r.out;
+  EXPECT_EQ(load_json(tmp.str("ladder/ladder.json"))["rungs"][1], d48);
+
+  r = run(cmd + " --runs d32,d50");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--runs names d50, which is not a run of this ladder (runs: d32, d48, "
+                       "d64, d80)"),
+            std::string::npos)
+      << r.out;
+}
+
 // --- downstream metrics from the loss (scaling/downstream.hpp) --------------------------------
 
 namespace {

@@ -18,6 +18,7 @@ struct LadderCli {
   std::string config, out;
   DataOptions d;  // replaces the file's [data] when given
   bool dry_run = false, canaries = false;
+  std::vector<std::string> runs;
 };
 
 void print_plan(const scaling::LadderConfig& c) {
@@ -65,6 +66,7 @@ int run_ladder(const LadderCli& a) {
   scaling::LadderRunOptions o;
   o.out = a.out.empty() ? "runs/ladder-" + c.name : a.out;
   o.canaries = a.canaries;
+  o.runs = a.runs;
   const bool done = scaling::train_ladder(c, o);
   fmt::print("{{\"ladder\": \"{}/ladder.json\", \"complete\": {}}}\n", o.out, done);
   return done ? 0 : 3;
@@ -84,6 +86,10 @@ MARIN_COMMAND(
                    "validate the file and print the rungs (sizes, steps, rates, compute)");
       app.add_flag("--canaries", a->canaries,
                    "also train the canary rungs (after `marin forecast` has registered them)");
+      app.add_option("--runs", a->runs,
+                     "train only these runs (comma-separated, as --dry-run names them: "
+                     "d128-seed0,...); a finished run left out is still recorded")
+          ->delimiter(',');
       return [a] { return run_ladder(*a); };
     });
 

@@ -735,8 +735,19 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
                               : cfg.macro ? macro_loss_curve(*cfg.macro, cfg.tokenizer)
                                           : CurveEvaluator(valid_ce_curve);
   const std::string metric = o.evaluator ? o.metric : cfg.macro ? "macro_loss" : "valid_ce";
+  for (auto& name : o.runs)
+    if (std::none_of(cfg.rungs.begin(), cfg.rungs.end(), [&](auto& r) { return r.run == name; })) {
+      std::vector<std::string> names;
+      for (auto& r : cfg.rungs) names.push_back(r.run);
+      fail("{}: --runs names {}, which is not a run of this ladder (runs: {})", cfg.path, name,
+           fmt::join(names, ", "));
+    }
+  auto selected = [&](const Rung& r) {
+    return o.runs.empty() || std::find(o.runs.begin(), o.runs.end(), r.run) != o.runs.end();
+  };
   std::vector<json> rung_json(cfg.rungs.size());
   std::vector<std::string> status(cfg.rungs.size(), "pending");
+  bool complete = true;
   for (size_t i = 0; i < cfg.rungs.size(); ++i) {
     cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].run)).string();
     rung_json[i] = cfg.rungs[i].summary();
@@ -766,6 +777,14 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
                    "forecast), then run marin ladder --canaries\n",
                    r.name);
       continue;
+    }
+    if (!selected(r)) {
+      // Left out by --runs: recorded only when it is already finished.
+      const auto ckpt = latest_checkpoint(r.dir);
+      if (!ckpt || read_run_state(*ckpt).step < r.steps) {
+        complete = false;
+        continue;
+      }
     }
     if (root) {
       fs::create_directories(r.dir, ec);
@@ -837,7 +856,8 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
     status[i] = "done";
     write_ladder();
   }
-  return true;
+  write_ladder();  // also when every run was left out or is a canary
+  return complete;
 }
 
 json read_ladder_json(const std::string& dir) {

@@ -139,8 +139,12 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung);
 CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::string& tokenizer);
 
 struct LadderRunOptions {
-  std::string out;                  // DIR: runs in DIR/rung-<run>/, results in DIR/ladder.json
-  bool canaries = false;            // also train the canary rungs (after the forecast is written)
+  std::string out;        // DIR: runs in DIR/rung-<run>/, results in DIR/ladder.json
+  bool canaries = false;  // also train the canary rungs (after the forecast is written)
+  // Train only these runs ("d128-seed0"; empty: all). The others are left as they are: a finished
+  // one is still scored and recorded, an unfinished one stays pending. Lets one ladder be spread
+  // over machines or sessions, a few runs at a time.
+  std::vector<std::string> runs;
   CurveEvaluator evaluator;         // empty: valid_ce_curve
   std::string metric = "valid_ce";  // the name recorded in ladder.json
 };
@@ -148,7 +152,8 @@ struct LadderRunOptions {
 // Trains every rung in order (a finished rung, whose final checkpoint exists, is skipped; an
 // interrupted one resumes from its newest checkpoint; a rung directory trained with different
 // options is an error) and writes DIR/ladder.json after each. Returns false when a rung was
-// interrupted (SIGINT: the trainer saves a checkpoint); running it again continues.
+// interrupted (SIGINT: the trainer saves a checkpoint) or, with LadderRunOptions::runs, when a
+// run left out is unfinished; running it again continues.
 bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o);
 
 // ladder.json as written by train_ladder.
