@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "core/error.hpp"
@@ -303,4 +304,35 @@ TEST(SampleCli, GeneratesTextAndNamesAMissingTokenizer) {
   r = marin::testing::run("sample --checkpoint " + ck + " --prompt ''");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("empty"), std::string::npos) << r.out;
+}
+
+// `marin bench --decode` times the decoder `marin sample` uses: a prompt, then one token at a
+// time, fp32 under auto (one-row products); a prompt and continuation that do not fit are refused.
+TEST(SampleCli, BenchDecodeTimesTheDecoder) {
+  auto r = marin::testing::run(
+      "bench --decode --preset tiny --prompt-tokens 8 --max-tokens 16 --iters 1 --warmup 0 "
+      "--threads 1 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["dtype"], "fp32");
+  EXPECT_EQ(j["prompt_tokens"].get<int64_t>(), 8);
+  EXPECT_EQ(j["max_tokens"].get<int64_t>(), 16);
+  EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(j["prefill_tokens_per_second"].get<double>(), 0);
+  // The state of 24 positions: what a Decoder over the same model holds after them.
+  Model<float> m(ModelConfig::preset("tiny"), 1, ModelUse::Inference);
+  m.init(1);
+  Decoder<float> dec(m);
+  std::vector<int32_t> ids(24, 1);
+  dec.prefill(ids.data(), 24);
+  EXPECT_EQ(j["decode_state_bytes"].get<int64_t>(), dec.state_bytes());
+
+  r = marin::testing::run("bench --decode --preset tiny --prompt-tokens 60 --max-tokens 16");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("must be >= 1 and fit in the context together (seq_len 64)"),
+            std::string::npos)
+      << r.out;
+  r = marin::testing::run("bench --decode --train --preset tiny");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("give --train or --decode, not both"), std::string::npos) << r.out;
 }

@@ -1,7 +1,9 @@
 // marin bench: timed forward+backward of a preset (after warm-up), or with --train the full
 // training step as `marin train` runs it (data parallel under mpirun), reported as tokens/s and
 // model GFLOP/s by the §6 estimator (3·F_fwd per token for forward+backward) against this
-// machine's FMA peak, measured at start-up; `marin bench tokenizer` times the BPE encoder.
+// machine's FMA peak, measured at start-up; with --decode, incremental decoding as `marin sample`
+// runs it (tokens/s of the prompt and of the generated tokens); `marin bench tokenizer` times the
+// BPE encoder.
 #include <fmt/core.h>
 #include <omp.h>
 
@@ -18,6 +20,7 @@
 #include "core/timer.hpp"
 #include "data/tokenizer/bench.hpp"
 #include "dist/comm.hpp"
+#include "eval/sampler.hpp"
 #include "kernels/kernels.hpp"
 #include "model/accounting.hpp"
 #include "model/model.hpp"
@@ -44,7 +47,8 @@ struct BenchOptions {
   ModelOptions model;
   DtypeOption dtype;
   int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
-  bool json = false, train = false;
+  int64_t prompt_tokens = 64, max_tokens = 256;  // --decode
+  bool json = false, train = false, decode = false;
   std::string vocab;
   std::vector<std::string> files;
 };
@@ -148,8 +152,52 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
           {"newton_schulz_fraction_of_step", median(ns) / t_med}};
 }
 
+// Incremental decoding exactly as `marin sample` runs it (Decoder over an inference model, batch
+// 1): a prompt of random ids, then max_tokens greedy tokens one at a time, each iteration from an
+// empty cache. Random weights decode at the speed of trained ones (same shapes, same work).
+nlohmann::json bench_decode(const BenchOptions& o, const ModelConfig& c) {
+  if (o.prompt_tokens < 1 || o.max_tokens < 1 || o.prompt_tokens + o.max_tokens > c.seq_len)
+    fail(
+        "marin bench --decode: --prompt-tokens ({}) and --max-tokens ({}) must be >= 1 and fit in "
+        "the context together (seq_len {})",
+        o.prompt_tokens, o.max_tokens, c.seq_len);
+  Model<float> m(c, 1, ModelUse::Inference);
+  m.init(1);
+  Decoder<float> dec(m);
+  std::vector<int32_t> tok, lab, seg;
+  random_batch(c, o.prompt_tokens, tok, lab, seg);
+  Rng rng(1);
+  std::vector<double> prefill, decode, cpu;
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    dec.reset();
+    const double c0 = process_cpu_seconds();
+    const Timer tp;
+    const float* logits = dec.prefill(tok.data(), o.prompt_tokens);
+    const double t_prefill = tp.seconds();
+    const Timer td;
+    for (int64_t k = 0; k < o.max_tokens; ++k)
+      logits = dec.step(sample_token(logits, c.vocab_size, SamplingOptions{0, 0, 1}, rng));
+    if (i < o.warmup) continue;
+    prefill.push_back(t_prefill), decode.push_back(td.seconds());
+    cpu.push_back(process_cpu_seconds() - c0);
+  }
+  const double t_dec = median(decode);
+  const double tokens_per_second = double(o.max_tokens) / t_dec;
+  return {{"prompt_tokens", o.prompt_tokens},
+          {"max_tokens", o.max_tokens},
+          {"prefill_tokens_per_second", double(o.prompt_tokens) / median(prefill)},
+          {"decode_tokens_per_second", tokens_per_second},
+          {"decode_ms_per_token", 1e3 * t_dec / double(o.max_tokens)},
+          {"cpu_seconds_median", median(cpu)},
+          {"decode_state_bytes", dec.state_bytes()},
+          // Forward FLOPs by the §6 estimator (attention over the whole context: an upper bound
+          // for the short contexts of decoding).
+          {"model_gflops", double(forward_flops_per_token(c)) * tokens_per_second / 1e9}};
+}
+
 int bench_model(BenchOptions o) {
   if (o.model.preset.empty() && o.model.config.empty()) o.model.preset = "cpu-small";
+  if (o.train && o.decode) fail("marin bench: give --train or --decode, not both");
   const ModelConfig c = o.model.resolve();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
@@ -163,7 +211,8 @@ int bench_model(BenchOptions o) {
   const double job_bf16_peak = world.allreduce(kernels::measure_bf16_peak(threads).gflops);
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   // The compute dtype as the trainer resolves it (the fallback's message once, on rank 0).
-  const kernels::DtypeChoice dtype = kernels::resolve_dtype(o.dtype.dtype);
+  const kernels::DtypeChoice dtype =
+      kernels::resolve_dtype(o.decode && o.dtype.dtype == "auto" ? "fp32" : o.dtype.dtype);
   if (!dtype.message.empty() && world.is_root()) fmt::print(stderr, "{}\n", dtype.message);
   kernels::set_compute_dtype(dtype.dtype);
   nlohmann::json j = {{"preset", o.model.preset},
@@ -181,6 +230,26 @@ int bench_model(BenchOptions o) {
                       {"peak_gflops", job_peak},
                       {"bf16_peak_gflops", job_bf16_peak}};
   double t_med = 0;
+  if (o.decode) {
+    if (world.size() > 1) fail("marin bench --decode: one process (decoding is not distributed)");
+    j.update(bench_decode(o, c));
+    if (o.json) {
+      fmt::print("{}\n", j.dump());
+      return 0;
+    }
+    fmt::print(
+        "{} (kernels: {}, gemm: {}, dtype: {}), {} thread(s): measured fp32 FMA peak {:.1f} "
+        "GFLOP/s\n",
+        j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
+        j["dtype"].get<std::string>(), threads, job_peak);
+    fmt::print(
+        "{} decoding, batch 1: prompt {} tokens at {:.0f} tokens/s, then {} tokens at {:.1f} "
+        "tokens/s ({:.2f} ms a token, {:.1f} GFLOP/s of model FLOPs); decoding state {:.1f} MB\n",
+        o.model.preset, o.prompt_tokens, j["prefill_tokens_per_second"].get<double>(), o.max_tokens,
+        j["decode_tokens_per_second"].get<double>(), j["decode_ms_per_token"].get<double>(),
+        j["model_gflops"].get<double>(), double(j["decode_state_bytes"].get<int64_t>()) / 1e6);
+    return 0;
+  }
   if (o.train) {
     j.update(bench_train(o, c));
     t_med = j["step_seconds_median"].get<double>();
@@ -272,32 +341,40 @@ int bench_tokenizer(const BenchOptions& o) {
 
 }  // namespace
 
-MARIN_COMMAND(bench, "bench", "Benchmark forward+backward of a model (default) or the tokenizer",
-              [](CLI::App& app) -> Runner {
-                auto o = std::make_shared<BenchOptions>();
-                app.add_option("what", o->what, "model (default) or tokenizer")
-                    ->check(CLI::IsMember({"model", "tokenizer"}));
-                o->model.add(app);
-                o->dtype.add(app);
-                app.add_option("--batch", o->batch, "sequences per step (global under mpirun)")
-                    ->default_val(8);
-                app.add_option("--micro-batch", o->micro_batch,
-                               "--train: rows per forward (default as marin train)");
-                app.add_option("--ep", o->ep, "--train: expert parallelism (as marin train)");
-                app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
-                app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
-                app.add_option("--threads", o->threads,
-                               "compute threads of this process (default: the idle cores)");
-                app.add_option("--tokenizer", o->vocab,
-                               "tokenizer bench: tokenizer.json or .tiktoken file");
-                add_deprecated(app, "--vocab", "--tokenizer", o->vocab);
-                app.add_option("--in", o->files, "tokenizer bench: input files");
-                app.add_flag("--json", o->json, "print one JSON object");
-                app.add_flag("--train", o->train,
-                             "time the full training step as marin train runs it (data parallel "
-                             "under mpirun) and Newton–Schulz");
-                return
-                    [o] { return o->what == "tokenizer" ? bench_tokenizer(*o) : bench_model(*o); };
-              });
+MARIN_COMMAND(
+    bench, "bench",
+    "Benchmark a model (forward+backward; --train the step, --decode decoding) or the "
+    "tokenizer",
+    [](CLI::App& app) -> Runner {
+      auto o = std::make_shared<BenchOptions>();
+      app.add_option("what", o->what, "model (default) or tokenizer")
+          ->check(CLI::IsMember({"model", "tokenizer"}));
+      o->model.add(app);
+      o->dtype.add(app);
+      app.add_option("--batch", o->batch, "sequences per step (global under mpirun)")
+          ->default_val(8);
+      app.add_option("--micro-batch", o->micro_batch,
+                     "--train: rows per forward (default as marin train)");
+      app.add_option("--ep", o->ep, "--train: expert parallelism (as marin train)");
+      app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
+      app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
+      app.add_option("--threads", o->threads,
+                     "compute threads of this process (default: the idle cores)");
+      app.add_option("--tokenizer", o->vocab, "tokenizer bench: tokenizer.json or .tiktoken file");
+      add_deprecated(app, "--vocab", "--tokenizer", o->vocab);
+      app.add_option("--in", o->files, "tokenizer bench: input files");
+      app.add_flag("--json", o->json, "print one JSON object");
+      app.add_flag("--train", o->train,
+                   "time the full training step as marin train runs it (data parallel "
+                   "under mpirun) and Newton–Schulz");
+      app.add_flag("--decode", o->decode,
+                   "time incremental decoding as marin sample runs it (batch 1; "
+                   "--dtype auto is fp32 there)");
+      app.add_option("--prompt-tokens", o->prompt_tokens, "--decode: prompt length in tokens")
+          ->capture_default_str();
+      app.add_option("--max-tokens", o->max_tokens, "--decode: tokens generated after the prompt")
+          ->capture_default_str();
+      return [o] { return o->what == "tokenizer" ? bench_tokenizer(*o) : bench_model(*o); };
+    });
 
 }  // namespace marin::cli
