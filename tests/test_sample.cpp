@@ -307,7 +307,8 @@ TEST(SampleCli, GeneratesTextAndNamesAMissingTokenizer) {
 }
 
 // `marin bench --decode` times the decoder `marin sample` uses: a prompt, then one token at a
-// time, fp32 under auto (one-row products); a prompt and continuation that do not fit are refused.
+// time, fp32 under auto (one-row products), lengths that fit by default; a prompt and continuation
+// that do not fit are refused.
 TEST(SampleCli, BenchDecodeTimesTheDecoder) {
   auto r = marin::testing::run(
       "bench --decode --preset tiny --prompt-tokens 8 --max-tokens 16 --iters 1 --warmup 0 "
@@ -326,6 +327,13 @@ TEST(SampleCli, BenchDecodeTimesTheDecoder) {
   std::vector<int32_t> ids(24, 1);
   dec.prefill(ids.data(), 24);
   EXPECT_EQ(j["decode_state_bytes"].get<int64_t>(), dec.state_bytes());
+
+  // Without lengths: 64 and 256, or a quarter of a short context and the rest of it.
+  r = marin::testing::run("bench --decode --preset tiny --iters 1 --warmup 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto d = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(d["prompt_tokens"].get<int64_t>(), 16);
+  EXPECT_EQ(d["max_tokens"].get<int64_t>(), 48);
 
   r = marin::testing::run("bench --decode --preset tiny --prompt-tokens 60 --max-tokens 16");
   EXPECT_NE(r.code, 0);

@@ -47,7 +47,7 @@ struct BenchOptions {
   ModelOptions model;
   DtypeOption dtype;
   int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
-  int64_t prompt_tokens = 64, max_tokens = 256;  // --decode
+  int64_t prompt_tokens = 0, max_tokens = 0;  // --decode; 0: 64 and 256, less if seq_len is short
   bool json = false, train = false, decode = false;
   std::string vocab;
   std::vector<std::string> files;
@@ -155,7 +155,9 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
 // Incremental decoding exactly as `marin sample` runs it (Decoder over an inference model, batch
 // 1): a prompt of random ids, then max_tokens greedy tokens one at a time, each iteration from an
 // empty cache. Random weights decode at the speed of trained ones (same shapes, same work).
-nlohmann::json bench_decode(const BenchOptions& o, const ModelConfig& c) {
+nlohmann::json bench_decode(BenchOptions o, const ModelConfig& c) {
+  if (o.prompt_tokens == 0) o.prompt_tokens = std::min<int64_t>(64, c.seq_len / 4);
+  if (o.max_tokens == 0) o.max_tokens = std::min<int64_t>(256, c.seq_len - o.prompt_tokens);
   if (o.prompt_tokens < 1 || o.max_tokens < 1 || o.prompt_tokens + o.max_tokens > c.seq_len)
     fail(
         "marin bench --decode: --prompt-tokens ({}) and --max-tokens ({}) must be >= 1 and fit in "
@@ -229,6 +231,18 @@ int bench_model(BenchOptions o) {
                       {"iters", o.iters},
                       {"peak_gflops", job_peak},
                       {"bf16_peak_gflops", job_bf16_peak}};
+  // The machine line every report starts with.
+  auto print_machine = [&] {
+    fmt::print(
+        "{} (kernels: {}, gemm: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA "
+        "peak {:.1f} GFLOP/s",
+        j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
+        j["dtype"].get<std::string>(), world.size(), threads, job_peak);
+    if (job_bf16_peak > 0)
+      fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
+    else
+      fmt::print(" (no avx512_bf16)\n");
+  };
   double t_med = 0;
   if (o.decode) {
     if (world.size() > 1) fail("marin bench --decode: one process (decoding is not distributed)");
@@ -237,15 +251,12 @@ int bench_model(BenchOptions o) {
       fmt::print("{}\n", j.dump());
       return 0;
     }
-    fmt::print(
-        "{} (kernels: {}, gemm: {}, dtype: {}), {} thread(s): measured fp32 FMA peak {:.1f} "
-        "GFLOP/s\n",
-        j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
-        j["dtype"].get<std::string>(), threads, job_peak);
+    print_machine();
     fmt::print(
         "{} decoding, batch 1: prompt {} tokens at {:.0f} tokens/s, then {} tokens at {:.1f} "
         "tokens/s ({:.2f} ms a token, {:.1f} GFLOP/s of model FLOPs); decoding state {:.1f} MB\n",
-        o.model.preset, o.prompt_tokens, j["prefill_tokens_per_second"].get<double>(), o.max_tokens,
+        o.model.preset, j["prompt_tokens"].get<int64_t>(),
+        j["prefill_tokens_per_second"].get<double>(), j["max_tokens"].get<int64_t>(),
         j["decode_tokens_per_second"].get<double>(), j["decode_ms_per_token"].get<double>(),
         j["model_gflops"].get<double>(), double(j["decode_state_bytes"].get<int64_t>()) / 1e6);
     return 0;
@@ -287,15 +298,7 @@ int bench_model(BenchOptions o) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print(
-      "{} (kernels: {}, gemm: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA peak "
-      "{:.1f} GFLOP/s",
-      j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
-      j["dtype"].get<std::string>(), world.size(), threads, job_peak);
-  if (job_bf16_peak > 0)
-    fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
-  else
-    fmt::print(" (no avx512_bf16)\n");
+  print_machine();
   if (o.train) {
     fmt::print(
         "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
@@ -370,10 +373,12 @@ MARIN_COMMAND(
       app.add_flag("--decode", o->decode,
                    "time incremental decoding as marin sample runs it (batch 1; "
                    "--dtype auto is fp32 there)");
-      app.add_option("--prompt-tokens", o->prompt_tokens, "--decode: prompt length in tokens")
-          ->capture_default_str();
-      app.add_option("--max-tokens", o->max_tokens, "--decode: tokens generated after the prompt")
-          ->capture_default_str();
+      app.add_option("--prompt-tokens", o->prompt_tokens,
+                     "--decode: prompt length in tokens (default 64, at most a quarter of "
+                     "seq_len)");
+      app.add_option("--max-tokens", o->max_tokens,
+                     "--decode: tokens generated after the prompt (default 256, at most what "
+                     "fits)");
       return [o] { return o->what == "tokenizer" ? bench_tokenizer(*o) : bench_model(*o); };
     });
 
