@@ -10,9 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)tc::shard_split(text.substr(0, text.find('\n')));
   marin::fuzz::refuse_or_accept([&] {
     uint64_t bytes = 0;
-    tc::for_each_document(
-        text, "fuzz.jsonl",
-        [&](uint64_t, std::string_view, const std::string& t) { bytes += t.size(); });
+    tc::for_each_document(text, "fuzz.jsonl",
+                          [&](const tc::Document& d) { bytes += d.text.size(); });
   });
   return 0;
 }

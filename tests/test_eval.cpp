@@ -486,15 +486,15 @@ TEST(Audit, CliReportsPlantedDocuments) {
   EXPECT_EQ(j["audit"]["n"], 13);
   EXPECT_TRUE(j["tokenizer_checked"].get<bool>());
   // Without training data: no audit, a note says so.
-  const auto r2 =
-      run(fmt::format("eval --checkpoint {} --token-dir {} --domains beta --quiet", f.ckpt, f.tokens));
+  const auto r2 = run(
+      fmt::format("eval --checkpoint {} --token-dir {} --domains beta --quiet", f.ckpt, f.tokens));
   ASSERT_EQ(r2.code, 0) << r2.out;
   EXPECT_NE(r2.out.find("contamination audit: off"), std::string::npos) << r2.out;
   // The training data from a mixture file.
   write_file_atomic(t.str("mix.toml"), "weights = { alpha = 1, beta = 0 }\n");
-  const auto r3 =
-      run(fmt::format("eval --checkpoint {} --token-dir {} --corpus {} --mixture {} --quiet --json {}",
-                      f.ckpt, f.tokens, f.corpus, t.str("mix.toml"), t.str("r3.json")));
+  const auto r3 = run(
+      fmt::format("eval --checkpoint {} --token-dir {} --corpus {} --mixture {} --quiet --json {}",
+                  f.ckpt, f.tokens, f.corpus, t.str("mix.toml"), t.str("r3.json")));
   ASSERT_EQ(r3.code, 0) << r3.out;
   const json j3 = json::parse(read_file(t.str("r3.json")));
   EXPECT_EQ(j3["audit"]["train_sources"], json::array({"alpha:train"}));  // beta has weight 0
@@ -651,16 +651,13 @@ TEST(Decontaminate, RemovesExactlyTheOverlappingTrainingDocuments) {
   EXPECT_NE(r.out.find("tr"), std::string::npos);
   std::vector<std::string> kept;
   for_each_jsonl_document(t.str("out/tr/train-00000.jsonl"),
-                          [&](uint64_t, std::string_view raw, const std::string&) {
-                            kept.push_back(json::parse(raw)["id"]);
-                          });
+                          [&](const text_corpus::Document& d) { kept.push_back(d.id("")); });
   EXPECT_EQ(kept, (std::vector<std::string>{"keep1", "keep-short", "keep-part", "keep2"}));
   // Surviving lines are byte-identical; other files are copied.
   const std::string in = read_file(c + "/tr/train-00000.jsonl");
-  for_each_jsonl_document(t.str("out/tr/train-00000.jsonl"),
-                          [&](uint64_t, std::string_view raw, const std::string&) {
-                            EXPECT_NE(in.find(std::string(raw) + "\n"), std::string::npos);
-                          });
+  for_each_jsonl_document(t.str("out/tr/train-00000.jsonl"), [&](const text_corpus::Document& d) {
+    EXPECT_NE(in.find(std::string(d.raw) + "\n"), std::string::npos);
+  });
   EXPECT_EQ(read_file(t.str("out/tr/valid-00000.jsonl")), read_file(c + "/tr/valid-00000.jsonl"));
   EXPECT_EQ(read_file(t.str("out/LICENSES/x.txt")), "licence\n");
   const json out = json::parse(read_file(t.str("out/manifest.json")));

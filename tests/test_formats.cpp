@@ -194,14 +194,19 @@ TEST(TextCorpus, ShardNamesRoundTrip) {
 TEST(TextCorpus, DocumentLinesFollowOneRule) {
   namespace tc = marin::text_corpus;
   std::vector<std::pair<uint64_t, std::string>> seen;
-  tc::for_each_document(
-      "{\"id\":\"a\",\"text\":\"one\"}\n \t\r\n\n{\"text\":\"t\\u00e9\"}\n", "s.jsonl",
-      [&](uint64_t line, std::string_view, const std::string& t) { seen.emplace_back(line, t); });
+  std::vector<std::string> ids;
+  tc::for_each_document("{\"id\":\"a\",\"text\":\"one\"}\n \t\r\n\n{\"text\":\"t\\u00e9\"}\n",
+                        "s.jsonl", [&](const tc::Document& d) {
+                          seen.emplace_back(d.line, d.text);
+                          ids.push_back(d.id("line " + std::to_string(d.line)));
+                        });
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], (std::pair<uint64_t, std::string>{1, "one"}));
   EXPECT_EQ(seen[1], (std::pair<uint64_t, std::string>{4, "t\xC3\xA9"}));
+  // The id is the document's own string "id", else the caller's fallback.
+  EXPECT_EQ(ids, (std::vector<std::string>{"a", "line 4"}));
   const auto err = [](const std::string& data) {
-    return error_of([&] { tc::for_each_document(data, "s.jsonl", [](auto, auto, auto&) {}); });
+    return error_of([&] { tc::for_each_document(data, "s.jsonl", [](const tc::Document&) {}); });
   };
   expect_has(err("{\"text\":\"ok\"}\n{\"text\":\"caf\xE9\"}\n"),
              "s.jsonl:2: not valid UTF-8 (byte 0xe9 at column 13)");

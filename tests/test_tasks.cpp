@@ -33,9 +33,8 @@ struct TinySetup {
   std::unique_ptr<Model<float>> model;  // max_batch 3: items are packed and split over forwards
   TinySetup() {
     std::vector<std::string> texts;
-    eval::for_each_jsonl_document(
-        kFixture + "/bible_kjv/train-00000.jsonl",
-        [&](uint64_t, std::string_view, const std::string& t) { texts.push_back(t); });
+    eval::for_each_jsonl_document(kFixture + "/bible_kjv/train-00000.jsonl",
+                                  [&](const text_corpus::Document& d) { texts.push_back(d.text); });
     tok = Tokenizer::train(texts, 512);
     model = std::make_unique<Model<float>>(cfg, 3);
     model->init(7);
@@ -465,7 +464,8 @@ TEST(Tasks, BuiltinTasksAreDeterministicAndHeldOut) {
   // LAMBADA's filter: every passage's last word occurs earlier in it.
   int n = 0;
   eval::for_each_jsonl_document(d.str("a/lambada_style.jsonl"),
-                                [&](uint64_t, std::string_view, const std::string& text) {
+                                [&](const text_corpus::Document& doc) {
+                                  const std::string& text = doc.text;
                                   const size_t sp = text.rfind(' ');
                                   const auto ctx = eval::normalize_words(text.substr(0, sp));
                                   const auto last = eval::normalize_words(text.substr(sp + 1));

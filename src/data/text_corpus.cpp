@@ -55,14 +55,19 @@ const std::string& document_text(std::string_view line, const std::string& file,
   return j["text"].get_ref<const std::string&>();
 }
 
-void for_each_document(
-    std::string_view data, const std::string& file,
-    const std::function<void(uint64_t, std::string_view, const std::string&)>& fn) {
+std::string Document::id(std::string fallback) const {
+  const auto it = fields.find("id");
+  return it != fields.end() && it->is_string() ? it->get<std::string>() : std::move(fallback);
+}
+
+void for_each_document(std::string_view data, const std::string& file,
+                       const std::function<void(const Document&)>& fn) {
   const auto lines = split_lines(data);
   nlohmann::json j;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (blank(lines[i])) continue;
-    fn(i + 1, lines[i], document_text(lines[i], file, i + 1, j));
+    const std::string& text = document_text(lines[i], file, i + 1, j);
+    fn(Document{i + 1, lines[i], j, text});
   }
 }
 

@@ -31,9 +31,18 @@ bool blank(std::string_view line);
 // result refers into it). marin::Error naming file:line and what is wrong.
 const std::string& document_text(std::string_view line, const std::string& file, uint64_t line_no,
                                  nlohmann::json& scratch);
-// fn(line_number, raw_line, text) for every line of `data` that is not blank, in order.
-void for_each_document(
-    std::string_view data, const std::string& file,
-    const std::function<void(uint64_t line, std::string_view raw, const std::string& text)>& fn);
+// One document line as for_each_document hands it over: its number (from 1), the line as
+// written, the parsed object and its "text".
+struct Document {
+  uint64_t line;
+  std::string_view raw;
+  const nlohmann::json& fields;
+  const std::string& text;
+  // The document's "id" when it has a string one, else `fallback`.
+  std::string id(std::string fallback) const;
+};
+// fn(document) for every line of `data` that is not blank, in order.
+void for_each_document(std::string_view data, const std::string& file,
+                       const std::function<void(const Document&)>& fn);
 
 }  // namespace marin::text_corpus

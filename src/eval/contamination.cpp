@@ -187,10 +187,9 @@ std::vector<std::string_view> split_paragraphs(std::string_view text) {
   return out;
 }
 
-void for_each_jsonl_document(
-    const std::string& file,
-    const std::function<void(uint64_t, std::string_view, const std::string&)>& fn,
-    const corpus::ShardChecksums* sums) {
+void for_each_jsonl_document(const std::string& file,
+                             const std::function<void(const text_corpus::Document&)>& fn,
+                             const corpus::ShardChecksums* sums) {
   const std::string data = read_file(file);
   if (sums) sums->check(file, data);
   text_corpus::for_each_document(data, file, fn);
@@ -396,9 +395,9 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
     for (const auto& f : files)
       for_each_jsonl_document(
           f,
-          [&](uint64_t, std::string_view, const std::string& text) {
+          [&](const text_corpus::Document& doc) {
             ++r.eval_documents;
-            for (std::string_view p : split_paragraphs(text)) {
+            for (std::string_view p : split_paragraphs(doc.text)) {
               int words = 0;
               const uint64_t h = paragraph_hash(p, &words);
               if (words >= o.min_words) paragraphs.insert(h);
@@ -448,7 +447,8 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
     ShardInfo info;
     for_each_jsonl_document(
         p.string(),
-        [&](uint64_t, std::string_view raw, const std::string& text) {
+        [&](const text_corpus::Document& doc) {
+          const std::string& text = doc.text;
           ++dd.documents;
           dd.bytes += text.size();
           bool hit = false;
@@ -465,7 +465,7 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
             dd.removed_bytes += text.size();
             return;
           }
-          out.append(raw);
+          out.append(doc.raw);
           out.push_back('\n');
           ++info.documents;
           info.text_bytes += text.size();

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "data/text_corpus.hpp"
+
 namespace marin::corpus {
 class ShardChecksums;  // data/corpus/corpus.hpp
 }
@@ -38,15 +40,14 @@ uint64_t paragraph_hash(std::string_view paragraph, int* words = nullptr);
 // Paragraphs of a text: split on blank lines (lines that are empty or whitespace only).
 std::vector<std::string_view> split_paragraphs(std::string_view text);
 
-// A JSONL text shard of the corpus, read line by line: fn(line_number, id, text) for every line
-// that is not blank (the rule of `marin tokenize`, so document d of the text shard is document d
+// A JSONL text shard of the corpus, read line by line: fn(document) for every line that is not
+// blank (the rule of `marin tokenize`, so document d of the text shard is document d
 // of its token shard). marin::Error naming file:line for a line that is not JSON, not an object
 // with a string "text", or not valid UTF-8 (nlohmann::json rejects ill-formed UTF-8). With
 // `sums`, the file is first checked against its corpus manifest's xxh64.
-void for_each_jsonl_document(
-    const std::string& file,
-    const std::function<void(uint64_t line, std::string_view raw, const std::string& text)>& fn,
-    const corpus::ShardChecksums* sums = nullptr);
+void for_each_jsonl_document(const std::string& file,
+                             const std::function<void(const text_corpus::Document&)>& fn,
+                             const corpus::ShardChecksums* sums = nullptr);
 // ROOT/<domain>/<split>-NNNNN.jsonl, sorted; empty when there are none.
 std::vector<std::string> corpus_shards(const std::string& root, const std::string& domain,
                                        const std::string& split);

@@ -310,19 +310,15 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
         fail("text corpus {}: {} is missing (the token shard {} was made from it)", o.corpus,
              text.string(), man.path(info));
       uint64_t n = 0, b = 0;
-      for_each_jsonl_document(
-          text.string(), [&](uint64_t line, std::string_view raw, const std::string& t) {
-            const bool take = n < taken.size() && taken[n];
-            ++n, b += t.size();
-            if (!take) return;
-            bytes.push_back(t.size());
-            if (!o.index) return;
-            overlap.push_back(document_overlap(*o.index, t));
-            const json j = json::parse(raw);  // already checked by for_each_jsonl_document
-            ids.push_back(j.contains("id") && j["id"].is_string()
-                              ? j["id"].get<std::string>()
-                              : fmt::format("{}:{}", text.filename().string(), line));
-          });
+      for_each_jsonl_document(text.string(), [&](const text_corpus::Document& doc) {
+        const bool take = n < taken.size() && taken[n];
+        ++n, b += doc.text.size();
+        if (!take) return;
+        bytes.push_back(doc.text.size());
+        if (!o.index) return;
+        overlap.push_back(document_overlap(*o.index, doc.text));
+        ids.push_back(doc.id(fmt::format("{}:{}", text.filename().string(), doc.line)));
+      });
       if (n != sh.documents() || b != sh.header().text_bytes)
         fail(
             "{} has {} documents ({} bytes) but its token shard {} has {} documents ({} bytes): "

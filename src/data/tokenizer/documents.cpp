@@ -13,8 +13,8 @@ void read_documents(const std::string& path, std::vector<std::string>& docs) {
     docs.push_back(std::move(text));
     return;
   }
-  text_corpus::for_each_document(
-      text, path, [&](uint64_t, std::string_view, const std::string& t) { docs.push_back(t); });
+  text_corpus::for_each_document(text, path,
+                                 [&](const text_corpus::Document& d) { docs.push_back(d.text); });
 }
 
 std::vector<std::string> read_documents(const std::vector<std::string>& paths) {

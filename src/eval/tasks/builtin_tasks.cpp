@@ -35,12 +35,8 @@ std::vector<Doc> held_out(const std::string& root, const std::vector<std::string
   for (const std::string& d : domains) {
     for (const std::string& f : corpus_shards(root, d, "valid")) {
       sources.push_back(fs::relative(f, root).string());
-      for_each_jsonl_document(f, [&](uint64_t line, std::string_view raw, const std::string& text) {
-        const json j = json::parse(raw);
-        docs.push_back({d,
-                        j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>()
-                                                                : std::to_string(line),
-                        text});
+      for_each_jsonl_document(f, [&](const text_corpus::Document& doc) {
+        docs.push_back({d, doc.id(std::to_string(doc.line)), doc.text});
       });
     }
   }
