@@ -213,8 +213,8 @@ int bench_model(BenchOptions o) {
   const double job_bf16_peak = world.allreduce(kernels::measure_bf16_peak(threads).gflops);
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   // The compute dtype as the trainer resolves it (the fallback's message once, on rank 0).
-  const kernels::DtypeChoice dtype =
-      kernels::resolve_dtype(o.decode && o.dtype.dtype == "auto" ? "fp32" : o.dtype.dtype);
+  o.dtype.decoding = o.decode;
+  const kernels::DtypeChoice dtype = kernels::resolve_dtype(o.dtype.request());
   if (!dtype.message.empty() && world.is_root()) fmt::print(stderr, "{}\n", dtype.message);
   kernels::set_compute_dtype(dtype.dtype);
   nlohmann::json j = {{"preset", o.model.preset},

@@ -95,9 +95,10 @@ struct DtypeOption {
   }
   // Resolves the request on this CPU (the fallback's one line on stderr) and sets it for every
   // GEMM of the process; returns what it computes in.
+  // What is asked of resolve_dtype: the option, with decoding's auto as fp32.
+  std::string request() const { return decoding && dtype == "auto" ? "fp32" : dtype; }
   kernels::Dtype apply() const {
-    const kernels::DtypeChoice c =
-        kernels::resolve_dtype(decoding && dtype == "auto" ? "fp32" : dtype);
+    const kernels::DtypeChoice c = kernels::resolve_dtype(request());
     if (!c.message.empty()) fmt::print(stderr, "{}\n", c.message);
     kernels::set_compute_dtype(c.dtype);
     return c.dtype;

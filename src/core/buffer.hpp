@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-
-#include <sys/mman.h>
 #include <span>
 #include <utility>
+
+#include <sys/mman.h>
 
 #include "core/limits.hpp"
 
