@@ -765,6 +765,117 @@ TEST(LadderCli, RunsTrainsOnlyTheNamedRunsAndRecordsFinishedOnes) {
       << r.out;
 }
 
+// A ladder spread over machines: --import takes another directory's ladder.json (a run directory
+// does not outlive its machine, its record can be committed) and counts its finished runs as
+// done, without their directories, here and in later calls; a file of another recipe or a run
+// that differs is refused, naming the fields. [ladder] dtype pins every run's and the target's
+// dtype; the forecast refuses rungs computed in different dtypes and binds the target to theirs.
+TEST(LadderCli, ImportCountsAnotherLaddersRunsAndTheDtypeBindsTheTarget) {
+  TempDir tmp("scaling-import");
+  write_rows(tmp.str("train.bin"), 256, 7);
+  write_rows(tmp.str("valid.bin"), 16, 99);
+  std::string toml = marin::read_file(MARIN_SOURCE_DIR "/configs/ladder_tiny.toml");
+  toml.replace(toml.find("seed = 1"), 8, "seed = 1\ndtype = \"fp32\"");
+  marin::write_file_atomic(tmp.str("ladder.toml"), toml);
+  const std::string data =
+      " --rows " + tmp.str("train.bin") + " --valid-rows " + tmp.str("valid.bin");
+  const std::string cmd = "ladder --config " + tmp.str("ladder.toml") + data + " --out ";
+  const std::string a = tmp.str("a"), b = tmp.str("b");
+
+  auto r = run(cmd + a + " --runs d32,d48");
+  ASSERT_EQ(r.code, 3) << r.out;
+  const json la = load_json(a + "/ladder.json");
+  EXPECT_EQ(la["ladder"]["dtype"], "fp32");
+  EXPECT_EQ(la["rungs"][0]["dtype"], "fp32");  // as the trainer resolved it
+  EXPECT_EQ(load_json(a + "/rung-d32/run.json")["options"]["dtype"], "fp32");
+
+  r = run(cmd + b + " --runs d64,d80 --import " + a + "/ladder.json");
+  ASSERT_EQ(r.code, 0) << r.out;  // complete: two runs imported, two trained
+  EXPECT_NE(r.out.find("run d32 is done in " + a + "/ladder.json, not retrained"),
+            std::string::npos)
+      << r.out;
+  const json lb = load_json(b + "/ladder.json");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(lb["rungs"][i]["status"], "done") << i;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(lb["rungs"][i]["curve"], la["rungs"][i]["curve"]);
+    EXPECT_EQ(lb["rungs"][i]["imported"], a + "/ladder.json");
+  }
+  EXPECT_FALSE(lb["rungs"][2].contains("imported"));
+  EXPECT_FALSE(fs::exists(b + "/rung-d32"));
+  // Recorded: a later call needs neither the file nor the directories of a.
+  fs::rename(a, tmp.str("a-moved"));
+  r = run(cmd + b);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(load_json(b + "/ladder.json"), lb);
+  fs::rename(tmp.str("a-moved"), a);
+
+  // Another recipe, or a run that is not this ladder's run, is refused by name.
+  json other = la;
+  other["ladder"]["lr_multiplier"] = 3.0;
+  marin::write_file_atomic(tmp.str("other.json"), other.dump());
+  r = run(cmd + tmp.str("c") + " --runs d64 --import " + tmp.str("other.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("not a result of this ladder: its recipe differs in lr_multiplier"),
+            std::string::npos)
+      << r.out;
+  other = la;
+  other["rungs"][0]["seed"] = 7;
+  marin::write_file_atomic(tmp.str("other.json"), other.dump());
+  r = run(cmd + tmp.str("c") + " --runs d64 --import " + tmp.str("other.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("run d32 differs from this ladder's in seed"), std::string::npos) << r.out;
+
+  // The forecast binds the dtype: in the flags it prints and against the target's options.
+  const std::string fc = tmp.str("forecast.json");
+  const std::string target = " --preset tiny --target-steps 40 --target-batch 4 --l-inf 0";
+  r = run("forecast --ladder " + b + target + " --out " + fc);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json f = load_json(fc);
+  EXPECT_EQ(f["inputs"]["target"]["computed_dtype"], "fp32");
+  EXPECT_EQ(f["inputs"]["target"]["options"]["dtype"], "fp32");
+  EXPECT_NE(f["inputs"]["target"]["train_flags"].get<std::string>().find("--dtype fp32"),
+            std::string::npos);
+  const std::string train =
+      "train --preset tiny --batch 4 --steps 40 --seed 1" + data + " --out " + tmp.str("target");
+  r = run(train + " --forecast " + fc);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("dtype: forecast \"fp32\", run \"auto\""), std::string::npos) << r.out;
+
+  // Rungs computed in two dtypes are not one ladder.
+  json mixed = lb;
+  mixed["rungs"][3]["dtype"] = "bf16";
+  fs::create_directories(tmp.str("mixed"));
+  marin::write_file_atomic(tmp.str("mixed/ladder.json"), mixed.dump());
+  r = run("forecast --ladder " + tmp.str("mixed") + target + " --out " + tmp.str("m.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("run d32 computed in fp32 and run d80 in bf16"), std::string::npos) << r.out;
+  // "auto" in the ladder: the target must compute in what the rungs resolved it to, which
+  // auto never resolves to here (bf16-emulated).
+  json emulated = lb;
+  emulated["ladder"]["dtype"] = "auto";
+  for (auto& rg : emulated["rungs"]) rg["dtype"] = "bf16-emulated";
+  marin::write_file_atomic(tmp.str("mixed/ladder.json"), emulated.dump());
+  r = run("forecast --ladder " + tmp.str("mixed") + target + " --out " + tmp.str("e.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run(train + " --forecast " + tmp.str("e.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("the ladder's rungs computed in bf16-emulated (train with --dtype "
+                       "bf16-emulated)"),
+            std::string::npos)
+      << r.out;
+
+  toml.replace(toml.find("dtype = \"fp32\""), 14, "dtype = \"fp16\"");
+  try {
+    sc::LadderConfig::from_toml_text(toml, "x.toml");
+    ADD_FAILURE() << "dtype fp16 accepted";
+  } catch (const marin::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "x.toml [ladder]: 'dtype' must be auto, fp32, bf16 or bf16-emulated, got 'fp16'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --- downstream metrics from the loss (scaling/downstream.hpp) --------------------------------
 
 namespace {

@@ -18,7 +18,7 @@ struct LadderCli {
   std::string config, out;
   DataOptions d;  // replaces the file's [data] when given
   bool dry_run = false, canaries = false;
-  std::vector<std::string> runs;
+  std::vector<std::string> runs, imports;
 };
 
 void print_plan(const scaling::LadderConfig& c) {
@@ -67,6 +67,7 @@ int run_ladder(const LadderCli& a) {
   o.out = a.out.empty() ? "runs/ladder-" + c.name : a.out;
   o.canaries = a.canaries;
   o.runs = a.runs;
+  o.imports = a.imports;
   const bool done = scaling::train_ladder(c, o);
   fmt::print("{{\"ladder\": \"{}/ladder.json\", \"complete\": {}}}\n", o.out, done);
   return done ? 0 : 3;
@@ -90,6 +91,9 @@ MARIN_COMMAND(
                      "train only these runs (comma-separated, as --dry-run names them: "
                      "d128-seed0,...); a finished run left out is still recorded")
           ->delimiter(',');
+      app.add_option("--import", a->imports,
+                     "ladder.json of this ladder from another machine or session (repeatable): "
+                     "its finished runs count as done, without their directories");
       return [a] { return run_ladder(*a); };
     });
 

@@ -222,9 +222,9 @@ struct LawRun {
 }  // namespace
 
 const std::vector<std::string>& bound_option_keys() {
-  static const std::vector<std::string> k = {"/model",     "/batch",     "/steps", "/seed",
-                                             "/optimizer", "/transport", "/waves", "/qb",
-                                             "/data",      "/valid"};
+  static const std::vector<std::string> k = {"/model", "/batch",     "/steps",     "/seed",
+                                             "/dtype", "/optimizer", "/transport", "/waves",
+                                             "/qb",    "/data",      "/valid"};
   return k;
 }
 
@@ -243,6 +243,22 @@ json make_forecast_unchecked(const ForecastOptions& o) {
       if (!g.canary && (r->value("status", "") != "done" || !r->contains("curve")))
         fail("{}: rung {} is not done (status {}); finish the ladder first", file,
              r->value("run", g.label), r->value("status", "?"));
+  // One dtype for every fitted run: "auto" resolves per CPU, and a ladder whose rungs computed in
+  // different dtypes (a ladder spread over machines) fits a curve of neither.
+  std::string computed_dtype, first_run;
+  for (auto& g : groups)
+    for (const json* r : g.runs) {
+      const std::string d = r->value("dtype", "");
+      if (g.canary || d.empty()) continue;
+      if (computed_dtype.empty()) {
+        computed_dtype = d, first_run = r->value("run", g.label);
+      } else if (d != computed_dtype) {
+        fail(
+            "{}: run {} computed in {} and run {} in {}: the rungs of one ladder share a dtype "
+            "([ladder] dtype = \"fp32\" pins it on every CPU)",
+            file, first_run, computed_dtype, r->value("run", g.label), d);
+      }
+    }
   std::set<std::string> budget_set;
   for (auto& g : groups) {
     if (g.canary) continue;
@@ -607,6 +623,7 @@ json make_forecast_unchecked(const ForecastOptions& o) {
       fmt::format("--batch {} --steps {} --seed {}", target_batch, target_steps, recipe.seed);
   if (recipe.lr_multiplier != 1.0)
     command += fmt::format(" --muonh-lr {} --adam-lr {}", topt.optim.muonh_lr, topt.optim.adam_lr);
+  if (topt.dtype != "auto") command += " --dtype " + topt.dtype;
 
   json forecast = {
       {"format", "marin-forecast-v1"},
@@ -640,6 +657,7 @@ json make_forecast_unchecked(const ForecastOptions& o) {
           {"options", bound},
           {"bind", bound_option_keys()},
           {"tokenizer_xxh64", tok_hash},
+          {"computed_dtype", computed_dtype.empty() ? json(nullptr) : json(computed_dtype)},
           {"train_flags", command}}},
         {"l_inf",
          {{"mode", spec.l_inf ? "fixed" : "fitted"},

@@ -7,6 +7,7 @@
 #include "core/fileio.hpp"
 #include "core/json_file.hpp"
 #include "data/tokenizer/tokenizer.hpp"
+#include "kernels/kernels.hpp"
 
 namespace marin::scaling {
 
@@ -37,6 +38,15 @@ ForecastTracker bound_tracker(const TrainOptions& o) {
 
 ForecastHook::ForecastHook(Trainer& t) : tracker_(bound_tracker(t.options())) {
   const TrainOptions& o = t.options();
+  // The dtype the rungs computed in, whatever --dtype asked ("auto" resolves per CPU).
+  const nlohmann::json& target = tracker_.forecast().at("inputs").at("target");
+  const nlohmann::json computed = target.value("computed_dtype", nlohmann::json());
+  const std::string want = computed.is_string() ? computed.get<std::string>() : "";
+  if (!want.empty() && want != kernels::dtype_name(t.dtype()))
+    fail(
+        "this run is not the forecast's target: it computes in {} on this CPU, the ladder's "
+        "rungs computed in {} (train with --dtype {})",
+        kernels::dtype_name(t.dtype()), want, want);
   // The canaries first: their forecasts were registered with the target's, and their rungs are
   // trained before it; a canary that is not trained yet stops the run here.
   canaries_ = score_canaries(tracker_.forecast());

@@ -22,6 +22,7 @@
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "dist/comm.hpp"
+#include "kernels/kernels.hpp"
 #include "model/accounting.hpp"
 #include "optim/hparams.hpp"
 #include "train/checkpoint.hpp"
@@ -201,7 +202,7 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
   check_keys(
       L, wl,
       {"name", "widths", "layers", "names", "tokens_per_param", "seed", "seeds", "lr_multiplier",
-       "canaries", "eval_batches", "ckpt_every_percent", "keep_every_percent"});
+       "canaries", "eval_batches", "ckpt_every_percent", "keep_every_percent", "dtype"});
   c.name = L.contains("name") ? get_string(L, "name", wl) : c.name;
   // Budgets: each is its own run of every rung (with its own schedule), so that the chinchilla
   // law sees each rung at several token counts; [rung.NAME] may give its own.
@@ -227,6 +228,14 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
   c.lr_multiplier = get_number(L, "lr_multiplier", c.lr_multiplier, wl);
   if (!(c.lr_multiplier > 0) || !std::isfinite(c.lr_multiplier))
     fail("{}: 'lr_multiplier' must be a positive number, got {}", wl, c.lr_multiplier);
+  if (L.contains("dtype")) c.dtype = get_string(L, "dtype", wl);
+  if (c.dtype != "auto") {
+    try {
+      kernels::parse_dtype(c.dtype);
+    } catch (const Error&) {
+      fail("{}: 'dtype' must be auto, fp32, bf16 or bf16-emulated, got '{}'", wl, c.dtype);
+    }
+  }
   c.eval_batches = get_int(L, "eval_batches", c.eval_batches, wl);
   if (c.eval_batches <= 0) fail("{}: 'eval_batches' must be positive", wl);
   c.ckpt_every_percent = get_int(L, "ckpt_every_percent", c.ckpt_every_percent, wl);
@@ -509,6 +518,7 @@ TrainOptions LadderConfig::run_options(const ModelConfig& m, int64_t batch, int6
   o.batch = int(batch);
   o.steps = steps;
   o.seed = run_seed;
+  o.dtype = dtype;
   const int64_t eval_every = steps / kFractions;
   o.eval_every = eval_every;
   o.eval_batches = eval_batches;
@@ -545,6 +555,7 @@ LadderConfig LadderConfig::recipe_from_json(const json& j, const std::string& wh
     c.seed = j.at("seed").get<uint64_t>();
     c.seeds = j.value("seeds", std::vector<uint64_t>{c.seed});
     c.lr_multiplier = j.value("lr_multiplier", 1.0);  // absent: a ladder.json from before it
+    c.dtype = j.value("dtype", "auto");               // absent: from before it (auto)
     c.canaries = j.value("canaries", std::vector<std::string>{});
     c.eval_batches = j.at("eval_batches").get<int64_t>();
     c.ckpt_every_percent = j.at("ckpt_every_percent").get<int64_t>();
@@ -572,6 +583,7 @@ json LadderConfig::to_json() const {
             {"seed", seed},
             {"seeds", seeds},
             {"lr_multiplier", lr_multiplier},
+            {"dtype", dtype},
             {"canaries", canaries},
             {"eval_batches", eval_batches},
             {"evaluations_per_rung", kFractions},
@@ -718,6 +730,62 @@ std::string describe_difference(const json& a, const json& b) {
   return fmt::format("{}", fmt::join(keys, ", "));
 }
 
+// The run's compute dtype as its trainer resolved it on the machine that trained it (run.json);
+// "" when unknown.
+std::string computed_dtype(const Rung& r) {
+  const std::string file = r.dir + "/run.json";
+  if (!fs::exists(file)) return "";
+  const auto j = try_parse_json(read_file(file));
+  return j && j->is_object() ? j->value("dtype", "") : "";
+}
+
+// What a run's result depends on, from ladder.json: its recipe without the fields that change
+// nothing a finished run computed (the file's path, the list of seeds and canaries, checkpoint
+// periods), and its own record without where and how it ran.
+json result_recipe(json recipe) {
+  for (const char* k : {"source", "seeds", "canaries", "ckpt_every_percent", "keep_every_percent"})
+    recipe.erase(k);
+  return recipe;
+}
+json result_summary(json run) {
+  for (const char* k : {"dir", "status", "curve", "final_loss", "imported", "dtype"}) run.erase(k);
+  return run;
+}
+
+// Finished runs recorded in other ladder.json files (another machine's or session's ladder: a
+// run directory does not outlive its machine, its record can be committed). A file must be of
+// this ladder (the same recipe, metric and evaluation) and each of its runs the same run; a
+// difference is an error naming the fields. `recorded_only`: only the runs the file records as
+// imported (the ladder's own ladder.json, whose other runs are in its rung directories).
+void read_imports(const std::string& file, bool recorded_only, const json& here,
+                  const std::vector<json>& rung_json, std::map<std::string, json>& out) {
+  const json j = load_json(file);
+  if (!j.is_object() || j.value("format", json()) != "marin-ladder-v1" || !j.contains("rungs"))
+    fail("{}: not a marin ladder.json (marin ladder --import takes one)", file);
+  for (const char* k : {"metric", "eval"})
+    if (j.value(k, json()) != here.value(k, json()))
+      fail("{}: scored with another {} than this ladder ({} against {})", file, k,
+           j.value(k, json()).dump(), here.value(k, json()).dump());
+  const json a = result_recipe(j.at("ladder")), b = result_recipe(here.at("ladder"));
+  if (a != b)
+    fail("{}: not a result of this ladder: its recipe differs in {}", file,
+         describe_difference(a, b));
+  for (const json& r : j["rungs"]) {
+    if (r.value("status", "") != "done" || !r.contains("curve")) continue;
+    if (recorded_only && !r.contains("imported")) continue;
+    const std::string run = r.value("run", "");
+    auto mine = std::find_if(rung_json.begin(), rung_json.end(),
+                             [&](const json& x) { return x.at("run") == run; });
+    if (mine == rung_json.end()) fail("{}: run '{}' is not a run of this ladder", file, run);
+    const json x = result_summary(r), y = result_summary(*mine);
+    if (x != y)
+      fail("{}: run {} differs from this ladder's in {}", file, run, describe_difference(x, y));
+    json rec = r;
+    rec["imported"] = r.value("imported", file);  // where it was first recorded
+    out[run] = rec;
+  }
+}
+
 }  // namespace
 
 bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
@@ -752,7 +820,7 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
     cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].run)).string();
     rung_json[i] = cfg.rungs[i].summary();
   }
-  auto write_ladder = [&] {
+  auto ladder_json = [&] {
     json rungs = json::array();
     for (size_t i = 0; i < cfg.rungs.size(); ++i) {
       json r = rung_json[i];
@@ -764,11 +832,35 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
               {"metric", metric},
               {"rungs", rungs}};
     if (cfg.macro && !o.evaluator) j["eval"] = cfg.macro->to_json();
-    if (root) write_file_atomic(o.out + "/ladder.json", j.dump(2) + "\n");
+    return j;
   };
+  auto write_ladder = [&] {
+    if (root) write_file_atomic(o.out + "/ladder.json", ladder_json().dump(2) + "\n");
+  };
+  // Runs finished elsewhere: imported by an earlier call (recorded in DIR/ladder.json), then
+  // --import's files.
+  std::map<std::string, json> imported;
+  const json here = ladder_json();
+  const std::string own = o.out + "/ladder.json";
+  if (fs::exists(own)) {
+    const json prev = load_json(own);
+    const json runs = prev.value("rungs", json::array());
+    if (std::any_of(runs.begin(), runs.end(), [](const json& r) { return r.contains("imported"); }))
+      read_imports(own, true, here, rung_json, imported);
+  }
+  for (const std::string& file : o.imports) read_imports(file, false, here, rung_json, imported);
 
   for (size_t i = 0; i < cfg.rungs.size(); ++i) {
     Rung& r = cfg.rungs[i];
+    if (auto it = imported.find(r.run); it != imported.end()) {
+      rung_json[i] = it->second;
+      status[i] = "done";
+      if (root)
+        fmt::print(stderr, "ladder: run {} is done in {}, not retrained\n", r.run,
+                   it->second["imported"].get<std::string>());
+      write_ladder();
+      continue;
+    }
     if (r.canary && !o.canaries) {
       // A canary is trained after the forecast that predicts it (marin ladder --canaries).
       if (root && (i == 0 || cfg.rungs[i - 1].name != r.name))
@@ -852,6 +944,8 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
       }
     }
     rung_json[i]["curve"] = c;
+    if (const std::string d = t ? kernels::dtype_name(t->dtype()) : computed_dtype(r); !d.empty())
+      rung_json[i]["dtype"] = d;
     rung_json[i]["final_loss"] = curve.empty() ? json() : json(curve.back().loss);
     status[i] = "done";
     write_ladder();

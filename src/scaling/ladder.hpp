@@ -68,7 +68,10 @@ struct LadderConfig {
   std::vector<double> budgets = {20};  // [ladder] tokens_per_param: a number or a list
   uint64_t seed = 0;                   // the first seed of every rung (the target's)
   std::vector<uint64_t> seeds = {0};   // [ladder] seeds (or seed); [rung.NAME] may give its own
-  double lr_multiplier = 1.0;         // times the §5 learning rates, for every rung and the target
+  double lr_multiplier = 1.0;  // times the §5 learning rates, for every rung and the target
+  // The compute dtype of every run and the target (--dtype): "auto" resolves per CPU (bf16 with
+  // avx512_bf16, else fp32), so a ladder spread over machines of both kinds names one.
+  std::string dtype = "auto";
   std::vector<std::string> canaries;  // rungs past the fit (trained after the forecast)
   int64_t eval_batches = 4;
   int64_t ckpt_every_percent = 5;  // rolling checkpoint period, a multiple of 5
@@ -145,6 +148,9 @@ struct LadderRunOptions {
   // one is still scored and recorded, an unfinished one stays pending. Lets one ladder be spread
   // over machines or sessions, a few runs at a time.
   std::vector<std::string> runs;
+  // ladder.json files of this ladder from elsewhere (another machine or session): their finished
+  // runs are recorded as done without training (and stay so in DIR/ladder.json).
+  std::vector<std::string> imports;
   CurveEvaluator evaluator;         // empty: valid_ce_curve
   std::string metric = "valid_ce";  // the name recorded in ladder.json
 };
