@@ -16,6 +16,7 @@
 #include "cli_util.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/hash.hpp"
 #include "model/accounting.hpp"
 #include "optim/hparams.hpp"
 #include "scaling/fit.hpp"
@@ -856,4 +857,41 @@ TEST(Interval, CleanOnlySeriesHasItsOwnInterval) {
             1.5 * (iv["hi"].get<double>() - iv["lo"].get<double>()));
   // The clean series has no canaries of its own and the compare run no interval.
   EXPECT_FALSE(f["fits"][19].contains("clean_canaries"));
+}
+
+// --- the committed pre-registration (docs/experiments.md "Third attempt") -----------------------
+TEST(PreRegistration, CommittedForecastReproducesFromTheCommittedLadder) {
+  // docs/forecast_cpu5.json was written by `marin forecast --compare` from the ladder committed
+  // as docs/ladder_cpu5.json, before the canary and the target trained: the same inputs must give
+  // the same law, forward holdouts, predictions and intervals, bit for bit, or the registration
+  // no longer says what the code would predict. The ladder's bytes are what the forecast hashed.
+  const std::string ladder_text = marin::read_file(MARIN_SOURCE_DIR "/docs/ladder_cpu5.json");
+  const json registered =
+      json::parse(marin::read_file(MARIN_SOURCE_DIR "/docs/forecast_cpu5.json"));
+  EXPECT_EQ(marin::xxh64_hex(ladder_text), registered["ladder"]["xxh64"]);
+  // The tokenizer (runs/full/tokenizer.json, built from the fetched corpus) is only hashed into
+  // the target's binding; without it the binding records none and the numbers are unchanged.
+  json ladder = json::parse(ladder_text);
+  ladder["ladder"]["tokenizer"] = "";
+  TempDir dir("forecast-cpu5");
+  std::ofstream(dir.str("ladder.json")) << ladder.dump(2) << "\n";
+  sc::ForecastOptions o;
+  o.ladder_dir = dir.str();
+  o.target_name = "configs/ladder_cpu_target.toml";
+  o.target = marin::ModelConfig::from_toml_file(MARIN_SOURCE_DIR "/configs/ladder_cpu_target.toml");
+  o.law.l_inf = 1.5;
+  o.compare = true;
+  const json f = sc::make_forecast(o);
+  EXPECT_EQ(f["inputs"]["law"], registered["inputs"]["law"]);
+  EXPECT_EQ(f["prediction"], registered["prediction"]);
+  EXPECT_EQ(f["forward_holdouts"], registered["forward_holdouts"]);
+  EXPECT_EQ(f["canaries"], registered["canaries"]);
+  EXPECT_EQ(f["fits"], registered["fits"]);
+  EXPECT_EQ(f["inputs"]["target"]["train_flags"], registered["inputs"]["target"]["train_flags"]);
+  EXPECT_EQ(registered["inputs"]["target"]["tokenizer_xxh64"], "ad1cfcc6e5ba7033");
+  // The numbers docs/experiments.md quotes.
+  EXPECT_EQ(registered["inputs"]["law"]["family"], "sigmoid");
+  EXPECT_NEAR(registered["prediction"]["final_loss"].get<double>(), 3.7261, 5e-5);
+  EXPECT_NEAR(registered["prediction"]["interval"]["lo"].get<double>(), 3.5980, 5e-5);
+  EXPECT_NEAR(registered["prediction"]["interval"]["hi"].get<double>(), 3.8384, 5e-5);
 }
