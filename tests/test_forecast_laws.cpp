@@ -894,4 +894,18 @@ TEST(PreRegistration, CommittedForecastReproducesFromTheCommittedLadder) {
   EXPECT_NEAR(registered["prediction"]["final_loss"].get<double>(), 3.7261, 5e-5);
   EXPECT_NEAR(registered["prediction"]["interval"]["lo"].get<double>(), 3.5980, 5e-5);
   EXPECT_NEAR(registered["prediction"]["interval"]["hi"].get<double>(), 3.8384, 5e-5);
+
+  // The canary, trained after the registration (docs/ladder_cpu5_canary.json: the same ladder with
+  // d192 done), scored against its registered forecast as `train --forecast` did before the
+  // target's first step: 4.0602 against 3.9990, a miss by +0.0611 nats (+1.53 %).
+  TempDir after("forecast-cpu5-canary");
+  std::ofstream(after.str("ladder.json"))
+      << marin::read_file(MARIN_SOURCE_DIR "/docs/ladder_cpu5_canary.json");
+  const json s = sc::score_canaries(registered, after.str());
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["name"], "d192");
+  EXPECT_NEAR(s[0]["predicted"].get<double>(), 3.9990, 5e-5);
+  EXPECT_NEAR(s[0]["actual"].get<double>(), 4.0602, 5e-5);
+  EXPECT_NEAR(s[0]["diff_percent"].get<double>(), 1.53, 5e-3);
+  EXPECT_EQ(s[0]["verdict"], "miss");
 }
