@@ -19,8 +19,8 @@ using marin::testing::final_weights;
 using marin::testing::metrics;
 using marin::testing::run;
 using marin::testing::spawn_train;
-using marin::testing::write_rows;
 using marin::testing::TempDir;
+using marin::testing::write_rows;
 namespace fs = std::filesystem;
 
 namespace {
@@ -32,9 +32,8 @@ const std::string kBase = " --preset tiny --batch 4 --steps 20 --seed 3";
 TEST(Train, LearnsAndLogsMetrics) {
   TempDir tmp("learn");
   write_rows(tmp.str("rows.bin"), 64);
-  auto r =
-      run("train --preset tiny --batch 8 --steps 40 --rows " + tmp.str("rows.bin") +
-          " --valid-rows " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
+  auto r = run("train --preset tiny --batch 8 --steps 40 --rows " + tmp.str("rows.bin") +
+               " --valid-rows " + tmp.str("rows.bin") + " --eval-every 20 --out " + tmp.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto m = metrics(tmp.str("run"));
   ASSERT_EQ(m.size(), 40u);
@@ -68,6 +67,40 @@ TEST(Train, ResumeIsBitIdentical) {
   EXPECT_TRUE(a == b) << "resumed weights differ from the uninterrupted run";
   EXPECT_EQ(marin::read_file(tmp.str("straight/checkpoints/step-00000020/optimizer.safetensors")),
             marin::read_file(tmp.str("split/checkpoints/step-00000020/optimizer.safetensors")));
+}
+
+// oneDNN's fp32 GEMMs sum in an order that depends on the thread count (kernels/threads.hpp), so a
+// resume given no thread count runs at the checkpoint's, not at the machine's idle cores of the
+// moment (the trainer's default); a different --threads is the user's to choose, with a warning.
+TEST(Train, ResumeKeepsTheCheckpointsThreadCount) {
+  TempDir tmp("resume_threads");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string data = " --rows " + tmp.str("rows.bin") + " --threads 2";
+  ASSERT_EQ(run("train" + kBase + data + " --out " + tmp.str("straight")).code, 0);
+  auto r = run("train" + kBase + data + " --keep-every 10 --out " + tmp.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string ten = tmp.str("split/checkpoints/step-00000010");
+  EXPECT_EQ(marin::read_run_state(ten).threads, 2);
+  fs::remove_all(tmp.str("split/checkpoints/step-00000020"));
+  // The tests' environment sets OMP_NUM_THREADS=1 (a choice); this resume makes none.
+  r = marin::testing::run_shell("env -u OMP_NUM_THREADS " + std::string(MARIN_BIN) +
+                                " train --resume " + tmp.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(step 10, 1 rank, 2 compute threads, the checkpoint's)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("compute threads and this process"), std::string::npos) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(tmp.str("split")));
+  EXPECT_EQ(marin::read_run_state(tmp.str("split/checkpoints/step-00000020")).threads, 2);
+
+  fs::remove_all(tmp.str("split/checkpoints/step-00000020"));
+  r = run("train --resume " + tmp.str("split") + " --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(step 10, 1 rank, 1 compute thread)"), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("warning: " + ten + " was written at 2 compute threads and this process has 1"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--threads 2 continues it bit-identically"), std::string::npos) << r.out;
 }
 
 TEST(Train, SigintSavesAndResumesExactly) {
@@ -162,8 +195,8 @@ TEST(Train, InitTakesTheModelFromTheCheckpoint) {
 TEST(Train, ForkChangesSettingsAndRecordsLineage) {
   TempDir tmp("fork");
   write_rows(tmp.str("rows.bin"), 48);
-  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --rows " +
-                tmp.str("rows.bin") + " --out " + tmp.str("a"))
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --rows " + tmp.str("rows.bin") +
+                " --out " + tmp.str("a"))
                 .code,
             0);
   auto r = run("train --fork-from " + tmp.str("a/checkpoints/step-00000010") +
@@ -211,8 +244,8 @@ TEST(Train, NonFiniteStepsAreSkippedThenStop) {
 TEST(Train, DamagedCheckpointIsDetected) {
   TempDir tmp("damaged");
   write_rows(tmp.str("rows.bin"), 48);
-  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --rows " +
-                tmp.str("rows.bin") + " --out " + tmp.str("run"))
+  ASSERT_EQ(run("train" + kBase + " --ckpt-every 10 --keep-every 10 --rows " + tmp.str("rows.bin") +
+                " --out " + tmp.str("run"))
                 .code,
             0);
   // Flip a byte of the newest checkpoint's weights: resume falls back to the older one and says so.

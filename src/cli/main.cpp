@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "dist/comm.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/threads.hpp"
 
 namespace {
 // OpenMP's default wait spins idle threads for up to 300,000 iterations (and forever under
@@ -89,15 +90,17 @@ int main(int argc, char** argv) {
   // --threads N means one thing on every command: N compute threads in this process. Where a
   // command's own option also sizes other work (eval's n-gram index, corpus domains), the same
   // number bounds the OpenMP kernels and OpenBLAS (its OpenMP build follows omp_set_num_threads).
+  // OMP_NUM_THREADS is the user's choice too (libgomp has applied it already).
   bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
+  int threads_now = omp_get_max_threads();
   for (auto& [sub, run] : runners) {
     if (!sub->parsed()) continue;
     if (const CLI::Option* opt = sub->get_option_no_throw("--threads"); opt && opt->count() > 0) {
-      omp_set_num_threads(std::max(1, opt->as<int>()));
+      threads_now = opt->as<int>();
       threads_given = true;
     }
   }
-  if (!threads_given) omp_set_num_threads(idle_cores());
+  marin::kernels::set_compute_threads(threads_given ? threads_now : idle_cores(), threads_given);
   // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
   // collective for it): print this rank's message and abort the whole job.
   namespace dist = marin::dist;

@@ -105,6 +105,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                        {"options", state.options.to_json()},
                        {"data", state.data_state},
                        {"lineage", state.lineage},
+                       {"threads", state.threads},
                        {"finite", true},  // checked above: pruning keeps the newest such one
                        {"files",
                         {{"model.safetensors", file_hash(tmp + "/model.safetensors")},
@@ -129,6 +130,9 @@ RunState read_run_state(const std::string& ckpt_dir) {
     s.options = TrainOptions::from_json(j.at("options"), path + ": options");
     s.data_state = j.at("data");
     s.lineage = j.value("lineage", nlohmann::json());
+    s.threads = j.value("threads", 0);
+    if (s.threads < 0)
+      fail("{}: threads = {}: expected a thread count ≥ 1 (or 0)", path, s.threads);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: missing or malformed field: {}", path, e.what());
   }

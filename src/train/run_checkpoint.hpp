@@ -22,6 +22,9 @@ struct RunState {
   TrainOptions options;
   nlohmann::json data_state;
   nlohmann::json lineage;  // where this run came from (fork), if anywhere
+  // The compute threads of the process that wrote it (rank 0's); 0: not recorded (checkpoints
+  // before it was). A resume runs at it unless told otherwise (kernels/threads.hpp).
+  int threads = 0;
 };
 
 // Writes the checkpoint for `state.step` from the parameters and optimizer state m, v in the

@@ -25,6 +25,7 @@
 #include "eval/macro_metric.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "eval/tasks/task_scorer.hpp"
+#include "kernels/threads.hpp"
 #include "model/expert_shard.hpp"
 #include "model/moe/router_stats.hpp"
 #include "train/checkpoint.hpp"
@@ -113,6 +114,25 @@ void truncate_metrics(const std::string& run_dir, int64_t step) {
       kept.append(line).append("\n");
   }
   write_file_atomic(path, kept);
+}
+
+// The compute threads of a resumed run (kernels/threads.hpp): the count its checkpoint
+// records, unless the user chose one; a chosen count that differs runs, with `warning` saying
+// what it costs. Returns the resume line's words for it.
+std::string resume_threads(const std::string& ckpt_dir, int recorded, std::string& warning) {
+  if (recorded > 0 && !kernels::compute_threads_chosen())
+    kernels::set_compute_threads(recorded, /*chosen=*/false);
+  const int now = kernels::compute_threads();
+  if (recorded > 0 && now != recorded)
+    warning = fmt::format(
+        "{} was written at {} compute threads and this process has {} (--threads, "
+        "OMP_NUM_THREADS): the run goes on, but not bit-identically to an uninterrupted one "
+        "(oneDNN's fp32 GEMMs sum in an order that depends on the thread count); --threads {} "
+        "continues it bit-identically",
+        ckpt_dir, recorded, now, recorded);
+  return fmt::format(
+      "{} compute thread{}{}", now, now > 1 ? "s" : "",
+      recorded > 0 && !kernels::compute_threads_chosen() ? ", the checkpoint's" : "");
 }
 
 // Copies a micro-batch's routing (logits and α, what QB reads) into the step's log at row `at`.
@@ -312,6 +332,8 @@ std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
                                               std::shared_ptr<RunLock> lock) {
   RunState st = read_run_state(ckpt_dir);
   check_run_state(ckpt_dir, st);
+  std::string threads_warning;
+  const std::string threads_note = resume_threads(ckpt_dir, st.threads, threads_warning);
   st.options.time_limit_s = 0;  // each invocation's own (--time-limit, applied by the edit)
   const TrainOptions before = st.options;
   if (changes.edit) changes.edit(st.options);
@@ -350,8 +372,10 @@ std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
   t->lineage_ = st.lineage;
   if (t->is_root()) truncate_metrics(run_dir, st.step);
   if (t->is_root())
-    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{})\n", run_dir, ckpt_dir, st.step,
-               t->comm_->size(), t->comm_->size() > 1 ? "s" : "");
+    fmt::print(stderr, "resuming {} from {} (step {}, {} rank{}, {})\n", run_dir, ckpt_dir, st.step,
+               t->comm_->size(), t->comm_->size() > 1 ? "s" : "", threads_note);
+  if (t->is_root() && !threads_warning.empty())
+    fmt::print(stderr, "marin: warning: {}\n", threads_warning);
   return t;
 }
 
@@ -433,7 +457,7 @@ std::string Trainer::save_checkpoint() {
   }
   std::string dir;
   if (is_root()) {
-    RunState st{step_, opt_, data_->state(), lineage_};
+    RunState st{step_, opt_, data_->state(), lineage_, kernels::compute_threads()};
     dir = save_run_checkpoint(run_dir_, st, opt_.model, *full_table_, params, m, v);
     prune_checkpoints(run_dir_, dir, opt_.keep_every);
   }
