@@ -912,3 +912,32 @@ TEST(PreRegistration, CommittedForecastReproducesFromTheCommittedLadder) {
   EXPECT_NEAR(s[0]["diff_percent"].get<double>(), 1.53, 5e-3);
   EXPECT_EQ(s[0]["verdict"], "miss");
 }
+
+// The target, trained after the registration and the canary: docs/target_cpu5_report.json is the
+// forecast_report.json `train --forecast` wrote at its last step. Its scores must follow from the
+// registered forecast and the two measured losses alone.
+TEST(PreRegistration, TheTargetsReportFollowsFromTheRegisteredForecast) {
+  const json registered =
+      json::parse(marin::read_file(MARIN_SOURCE_DIR "/docs/forecast_cpu5.json"));
+  const json report =
+      json::parse(marin::read_file(MARIN_SOURCE_DIR "/docs/target_cpu5_report.json"));
+  EXPECT_EQ(report["ladder_xxh64"], registered["ladder"]["xxh64"]);
+  EXPECT_EQ(report["forecast_created"], registered["created"]);
+  EXPECT_EQ(report["steps"], 4620);
+  const double all = report["actual"].get<double>(),
+               clean = report["clean"]["actual"].get<double>();
+  const sc::ForecastTracker tracker = sc::ForecastTracker::from_json(registered, 4620);
+  const json again = tracker.final_report(all, clean);
+  for (const char* k : {"predicted", "diff_nats", "diff_percent", "verdict"}) {
+    EXPECT_EQ(again[k], report[k]) << k;
+    EXPECT_EQ(again["clean"][k], report["clean"][k]) << "clean " << k;
+  }
+  EXPECT_EQ(report["clean"]["against"], "clean-only forecast");
+  const json& iv = registered["prediction"]["interval"];
+  const json& civ = registered["prediction"]["clean_interval"];
+  EXPECT_EQ(report["interval"], iv);
+  EXPECT_EQ(report["inside_interval"].get<bool>(),
+            all >= iv["lo"].get<double>() && all <= iv["hi"].get<double>());
+  EXPECT_EQ(report["clean"]["inside_interval"].get<bool>(),
+            clean >= civ["lo"].get<double>() && clean <= civ["hi"].get<double>());
+}
