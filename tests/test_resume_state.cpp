@@ -122,6 +122,10 @@ TEST_F(ResumeState, DamagedStateFallsBackToThePreviousCheckpoint) {
       "state.json: options.optimizer.muonh_lr = 1e+30 is invalid (expected a value in [0, "
       "1])");
   expect_fallback(
+      "threads",
+      [](const std::string& c) { edit_state(c, [](json& j) { j["threads"] = 100000; }); },
+      "state.json: threads = 100000 is invalid (expected a value in [0, 1024]; 0: not recorded)");
+  expect_fallback(
       "files", [](const std::string& c) { edit_state(c, [](json& j) { j.erase("files"); }); },
       "state.json: files.model.safetensors: missing checksum");
   expect_fallback(

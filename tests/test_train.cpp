@@ -71,7 +71,7 @@ TEST(Train, ResumeIsBitIdentical) {
 
 // oneDNN's fp32 GEMMs sum in an order that depends on the thread count (kernels/threads.hpp), so a
 // resume given no thread count runs at the checkpoint's, not at the machine's idle cores of the
-// moment (the trainer's default); a different --threads is the user's to choose, with a warning.
+// moment (a new run's default); a different --threads is the user's to choose, with a warning.
 TEST(Train, ResumeKeepsTheCheckpointsThreadCount) {
   TempDir tmp("resume_threads");
   write_rows(tmp.str("rows.bin"), 48);

@@ -40,7 +40,6 @@ CLI::Validator in_range(T lo, T hi, bool open_lo = false) {
 }
 
 // Ranges shared by several commands, so that each is written once.
-constexpr int kMaxThreads = 1024;
 inline CLI::Validator steps_range() {
   return in_range<int64_t>(1, kMaxSteps);
 }

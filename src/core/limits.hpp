@@ -67,5 +67,6 @@ void require_memory(int64_t bytes, std::string_view what);
 // Bounds shared by the command line and the run files (cli/options.hpp, train_option_table.cpp).
 inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // steps, and periods counted in steps
 inline constexpr int kMaxBatch = 1 << 24;                // sequences per step or forward pass
+inline constexpr int kMaxThreads = 1024;                 // compute threads of a process
 
 }  // namespace marin

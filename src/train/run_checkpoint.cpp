@@ -11,6 +11,7 @@
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
 #include "core/json_file.hpp"
+#include "core/limits.hpp"
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_state_check.hpp"
@@ -131,8 +132,9 @@ RunState read_run_state(const std::string& ckpt_dir) {
     s.data_state = j.at("data");
     s.lineage = j.value("lineage", nlohmann::json());
     s.threads = j.value("threads", 0);
-    if (s.threads < 0)
-      fail("{}: threads = {}: expected a thread count ≥ 1 (or 0)", path, s.threads);
+    if (s.threads < 0 || s.threads > kMaxThreads)
+      fail("{}: threads = {} is invalid (expected a value in [0, {}]; 0: not recorded)", path,
+           s.threads, kMaxThreads);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: missing or malformed field: {}", path, e.what());
   }
