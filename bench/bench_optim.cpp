@@ -24,7 +24,7 @@ std::vector<float> randn(int64_t n, uint64_t seed) {
 void BM_NewtonSchulz(benchmark::State& st) {
   const int64_t r = st.range(0), c = st.range(1), E = st.range(2);
   auto U = randn(E * r * c, 1);
-  std::vector<float> O(U.size()), ws(ns_workspace_size(r, c));
+  std::vector<float> O(U.size()), ws(ns_batched_workspace_size(E, r, c));
   for (auto _ : st) {
     newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data());
     benchmark::DoNotOptimize(O.data());

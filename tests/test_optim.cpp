@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/threads.hpp"
 #include "optim/adam.hpp"
 #include "optim/muonh.hpp"
 #include "optim/newton_schulz.hpp"
@@ -148,7 +150,7 @@ TEST(NewtonSchulz, MatchesLiteralRecipeInDouble) {
 TEST(NewtonSchulz, InPlaceAndBatched) {
   const i64 E = 5, r = 24, c = 40;
   auto U = cast<float>(randn(E * r * c, 11));
-  std::vector<float> ws(ns_workspace_size(r, c));
+  std::vector<float> ws(ns_batched_workspace_size(E, r, c));
   std::vector<float> O(U.size()), inplace = U;
   newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data());
   newton_schulz_batched<float>(inplace.data(), inplace.data(), E, r, c, ws.data());
@@ -163,6 +165,28 @@ TEST(NewtonSchulz, InPlaceAndBatched) {
   for (auto& x : U5) x *= 5.0f;
   auto a = cast<double>(run_ns<float>(U1, r, c)), b = cast<double>(run_ns<float>(U5, r, c));
   EXPECT_LT(max_rel_diff(a, b), 1e-5);
+}
+
+// A stack spread over two threads computes each matrix single-threaded: the same bits as one
+// thread, matrix by matrix, whatever thread ran it (a resume at another thread count, or a
+// multi-rank run at one thread a rank, keeps its Newton–Schulz bits).
+TEST(NewtonSchulz, BatchedIsTheSameAtEveryThreadCount) {
+  const int before = marin::kernels::compute_threads();
+  const bool chosen = marin::kernels::compute_threads_chosen();
+  for (auto [E, r, c] : {std::tuple<i64, i64, i64>{7, 24, 40}, {5, 128, 128}, {3, 96, 32}}) {
+    auto U = cast<float>(randn(E * r * c, 13));
+    std::vector<std::vector<float>> out;
+    for (int threads : {1, 2, 3}) {
+      marin::kernels::set_compute_threads(threads, true);
+      EXPECT_EQ(marin::kernels::task_slots(E), std::min<i64>(E, threads));
+      std::vector<float> ws(ns_batched_workspace_size(E, r, c), 7.0f), O(U.size());
+      newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data());
+      out.push_back(O);
+    }
+    EXPECT_EQ(out[0], out[1]) << E << "x" << r << "x" << c << " at 1 and 2 threads";
+    EXPECT_EQ(out[0], out[2]) << E << "x" << r << "x" << c << " at 1 and 3 threads";
+  }
+  marin::kernels::set_compute_threads(before, chosen);
 }
 
 // --ns-dtype compute: Newton–Schulz's products in the run's compute dtype. With bf16 (here its

@@ -124,7 +124,8 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
     i64 w = 1, out = 1;
     for (auto& p : m.table().params())
       if (p.group == OptGroup::MuonH)
-        w = std::max(w, optim::ns_workspace_size(p.rows(), p.cols())), out = std::max(out, p.size);
+        w = std::max(w, optim::ns_batched_workspace_size(p.num_mats, p.rows(), p.cols())),
+        out = std::max(out, p.size);
     Buffer<float> ns_work(static_cast<size_t>(w)), ns_out(static_cast<size_t>(out));
     for (int i = 0; i < 3; ++i) {
       const Timer tn;

@@ -7,10 +7,22 @@
 // does not), so a run is bit-identical only at the thread count it ran with. A resume therefore
 // keeps the thread count its checkpoint records unless the user chose one (--threads,
 // OMP_NUM_THREADS): `chosen` says which.
+#include <cstdint>
+#include <functional>
+
 namespace marin::kernels {
 
 void set_compute_threads(int n, bool chosen);
 int compute_threads();  // omp_get_max_threads()
 bool compute_threads_chosen();
+
+// Independent tasks 0 … tasks−1 spread over the compute threads, for work made of many small
+// pieces whose products do not scale inside one GEMM (Newton–Schulz of 32 experts' 128×128
+// matrices: one GEMM on two threads runs no faster than on one). `slot` is in
+// [0, task_slots(tasks)) and no two tasks run at once on one slot, so a slot indexes per-thread
+// scratch. The kernels a task calls run single-threaded (a nested OpenMP region is inactive), so
+// each task computes the same bits at every thread count.
+int task_slots(int64_t tasks);  // min(tasks, compute_threads()), at least 1
+void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int slot)>& run);
 
 }  // namespace marin::kernels

@@ -70,7 +70,7 @@ void hyperball_step(T* P, const T* O, i64 groups, i64 group_size, double lr) {
 }
 
 i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols) {
-  return num_mats * rows * cols + ns_workspace_size(rows, cols);
+  return num_mats * rows * cols + ns_batched_workspace_size(num_mats, rows, cols);
 }
 
 template <class T>

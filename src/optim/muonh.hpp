@@ -40,7 +40,8 @@ class StackSum {
   virtual double total(const double* per_matrix, i64 n) const = 0;
 };
 
-// Elements of T the MuonH workspace needs: the orthogonalised stack plus one NS workspace.
+// Elements of T the MuonH workspace needs: the orthogonalised stack plus the batched NS
+// workspace (one per task slot at the thread count of the call).
 i64 muonh_workspace_size(i64 num_mats, i64 rows, i64 cols);
 
 // One MuonH step on P [num_mats, rows, cols] with gradient G and momentum M (same shape; M starts

@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.hpp"
 #include "kernels/optim.hpp"
+#include "kernels/threads.hpp"
 
 namespace marin::optim {
 
@@ -15,6 +16,10 @@ using kernels::gemm;
 i64 ns_workspace_size(i64 rows, i64 cols) {
   const i64 m = std::min(rows, cols), n = std::max(rows, cols);
   return m * n + 2 * m * m;
+}
+
+i64 ns_batched_workspace_size(i64 num_mats, i64 rows, i64 cols) {
+  return kernels::task_slots(num_mats) * ns_workspace_size(rows, cols);
 }
 
 double ns_flops(i64 rows, i64 cols) {
@@ -80,9 +85,10 @@ void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace,
 template <class T>
 void newton_schulz_batched(const T* U, T* O, i64 num_mats, i64 rows, i64 cols, T* workspace,
                            kernels::Precision products) {
-  const i64 sz = rows * cols;
-  for (i64 e = 0; e < num_mats; ++e)
-    newton_schulz<T>(U + e * sz, O + e * sz, rows, cols, workspace, products);
+  const i64 sz = rows * cols, ws = ns_workspace_size(rows, cols);
+  kernels::parallel_tasks(num_mats, [&](i64 e, int slot) {
+    newton_schulz<T>(U + e * sz, O + e * sz, rows, cols, workspace + slot * ws, products);
+  });
 }
 
 using kernels::Precision;

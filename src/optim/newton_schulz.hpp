@@ -42,7 +42,11 @@ void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace,
                    kernels::Precision products = kernels::Precision::fp32);
 
 // num_mats matrices stored back to back ([num_mats, rows, cols]), each orthogonalised on its own
-// (routed experts of one weight kind). Same workspace size as a single matrix.
+// (routed experts of one weight kind), spread over the compute threads (kernels::parallel_tasks;
+// each matrix single-threaded, so the result is the same at every thread count).
+// workspace: ns_batched_workspace_size(num_mats, rows, cols) elements, one single-matrix
+// workspace per task slot, sized at the thread count of the call.
+i64 ns_batched_workspace_size(i64 num_mats, i64 rows, i64 cols);
 template <class T>
 void newton_schulz_batched(const T* U, T* O, i64 num_mats, i64 rows, i64 cols, T* workspace,
                            kernels::Precision products = kernels::Precision::fp32);

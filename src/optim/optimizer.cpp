@@ -96,14 +96,20 @@ Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
   if (experts && experts->size() > 1) stack_sum_ = std::make_unique<ExpertStackSum>(*experts);
   m_.resize(size_t(state));
   v_.resize(size_t(state));
+  work_.resize(size_t(workspace_size()));
+}
+
+// The largest workspace of this rank's updates; MuonH's grows with the compute threads (one
+// Newton–Schulz workspace per task slot), so step() checks it again.
+int64_t Optimizer::workspace_size() const {
   i64 work = 1;
-  for (auto& p : table.params()) {
+  for (auto& p : table_.params()) {
     if (!owns(p.offset)) continue;
     if (p.group == OptGroup::MuonH)
       work = std::max(work, muonh_workspace_size(p.num_mats, p.rows(), p.cols()));
     if (p.group == OptGroup::AdamH) work = std::max(work, adamh_workspace_size(p.size));
   }
-  work_.resize(work);
+  return work;
 }
 
 Optimizer::~Optimizer() = default;
@@ -139,6 +145,8 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
   const LearningRates lr = rates(step);
   const AdamParams hp{cfg_.beta1, cfg_.beta2, cfg_.eps};
   const i64 t = step + 1;
+  if (const int64_t need = workspace_size(); need > int64_t(work_.size()))
+    work_.resize(size_t(need));
   for (auto& p : table_.params()) {
     const Region* r = region_of(p.offset);
     if (!r) continue;  // another rank's tensor

@@ -97,6 +97,7 @@ class Optimizer {
   struct ExpertStackSum;
   // The region and m/v index of the tensor at `offset` when this rank updates it.
   const Region* region_of(int64_t offset) const;
+  int64_t workspace_size() const;
   const ParamTable& table_;
   OptimConfig cfg_;
   std::vector<Region> regions_;

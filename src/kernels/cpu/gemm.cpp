@@ -73,12 +73,16 @@ void gemm_emulated(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const flo
 // DNNL_PRIMITIVE_CACHE_CAPACITY), so re-creating one for a shape seen before costs a look-up,
 // and the many shapes of the experts' GEMMs (one per token count) cannot grow memory without
 // bound.
+// The engine is shared; a stream per thread, as products run concurrently under
+// kernels::parallel_tasks (Newton–Schulz of an expert stack) and a stream is not for concurrent
+// use.
 struct Dnnl {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::engine& engine;
   dnnl::stream stream{engine};
 };
 Dnnl& dnnl_state() {
-  static Dnnl d;
+  static dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  thread_local Dnnl d{engine};
   return d;
 }
 

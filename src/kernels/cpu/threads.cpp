@@ -25,4 +25,19 @@ bool compute_threads_chosen() {
   return g_chosen;
 }
 
+int task_slots(int64_t tasks) {
+  return int(std::clamp<int64_t>(tasks, 1, compute_threads()));
+}
+
+void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int slot)>& run) {
+  const int slots = task_slots(tasks);
+  if (slots == 1) {
+    for (int64_t t = 0; t < tasks; ++t) run(t, 0);
+    return;
+  }
+  // Dynamic: tasks of one batch cost alike, but another process may hold a core.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
+  for (int64_t t = 0; t < tasks; ++t) run(t, omp_get_thread_num());
+}
+
 }  // namespace marin::kernels
