@@ -3,11 +3,13 @@
 // count is meaningful. Run with OMP_NUM_THREADS=1 for per-core numbers.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
 #include "dist/comm.hpp"
 #include "dist/exact_sum.hpp"
+#include "kernels/gates.hpp"
 #include "kernels/kernels.hpp"
 
 namespace mk = marin::kernels;
@@ -54,6 +56,23 @@ void BM_SwigluBwd(benchmark::State& st) {
   const size_t n = size_t(kRows) * 1024;
   auto a = randv(n, 1, 2.0f), b = randv(n, 2), dh = randv(n, 3), da = a, db = b;
   for (auto _ : st) mk::swiglu_bwd(dh.data(), a.data(), b.data(), da.data(), db.data(), n);
+  counters(st, 4.0 * 5 * n, 0);
+}
+
+// GatedNorm's gates on a forward's normed input (kRows x kDim): out = r·σ(logit), then back.
+void BM_SigmoidGateFwd(benchmark::State& st) {
+  const size_t n = size_t(kRows) * kDim;
+  auto r = randv(n, 1), logit = randv(n, 2, 2.0f), g = logit, out = r;
+  for (auto _ : st) {
+    std::copy(logit.begin(), logit.end(), g.begin());  // the kernel overwrites its logits
+    mk::sigmoid_gate_fwd(r.data(), g.data(), out.data(), n);
+  }
+  counters(st, 4.0 * 6 * n, 0);  // the copy: 2 passes; the kernel: r, g in, g, out out
+}
+void BM_SigmoidGateBwd(benchmark::State& st) {
+  const size_t n = size_t(kRows) * kDim;
+  auto dout = randv(n, 1), r = randv(n, 2), g = randv(n, 3), dr = r, dl = r;
+  for (auto _ : st) mk::sigmoid_gate_bwd(dout.data(), r.data(), g.data(), dr.data(), dl.data(), n);
   counters(st, 4.0 * 5 * n, 0);
 }
 
@@ -120,6 +139,8 @@ BENCHMARK(BM_RmsNormFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTi
 BENCHMARK(BM_RmsNormBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SwigluFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SwigluBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SigmoidGateFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SigmoidGateBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SconvFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SconvBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_Rope)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();

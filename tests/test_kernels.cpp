@@ -9,6 +9,7 @@
 
 #include "gradcheck.hpp"
 #include "isa_loop.hpp"
+#include "kernels/gates.hpp"
 #include "kernels/kernels.hpp"
 
 namespace mk = marin::kernels;
@@ -113,6 +114,68 @@ TEST(SwiGLU, FloatMatchesDouble) {
     EXPECT_LT(rel_err(to_d(hf), h), kF32Tol);
     EXPECT_LT(rel_err(to_d(daf), da), kF32Tol);
     EXPECT_LT(rel_err(to_d(dbf), db), kF32Tol);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// GatedNorm's gates: silu on the low-rank projection, σ(logit)·r on the normed input.
+TEST(Gates, ForwardAndBackward) {
+  const int n = 103;
+  Vec u = randn(n, 40, 3.0), r = randn(n, 41), logit = randn(n, 42, 2.0), R = randn(n, 43);
+  Vec su(n), g = logit, out(n);
+  mk::silu_fwd(u.data(), su.data(), n);
+  mk::sigmoid_gate_fwd(r.data(), g.data(), out.data(), n);
+  for (int i = 0; i < n; ++i) {
+    const double s = 1 / (1 + std::exp(-u[i])), sg = 1 / (1 + std::exp(-logit[i]));
+    EXPECT_NEAR(su[i], u[i] * s, 1e-14 * (1 + std::abs(su[i])));
+    EXPECT_NEAR(g[i], sg, 1e-15);
+    EXPECT_NEAR(out[i], r[i] * sg, 1e-14 * (1 + std::abs(out[i])));
+  }
+  auto silu_loss = [&] {
+    mk::silu_fwd(u.data(), su.data(), n);
+    return dot(su, R);
+  };
+  Vec du = R;  // in place: du aliases dsu
+  mk::silu_bwd(du.data(), u.data(), du.data(), n);
+  EXPECT_LT(rel_err(du, fd_grad(u, silu_loss)), kFdTol);
+  auto gate_loss = [&] {
+    Vec gl = logit;
+    mk::sigmoid_gate_fwd(r.data(), gl.data(), out.data(), n);
+    return dot(out, R);
+  };
+  Vec dr(n), dlogit(n);
+  mk::sigmoid_gate_bwd(R.data(), r.data(), g.data(), dr.data(), dlogit.data(), n);
+  EXPECT_LT(rel_err(dr, fd_grad(r, gate_loss)), kFdTol);
+  EXPECT_LT(rel_err(dlogit, fd_grad(logit, gate_loss)), kFdTol);
+}
+
+TEST(Gates, FloatMatchesDouble) {
+  // Every SIMD target this CPU supports, each against the double (generic) path.
+  for_each_isa([&] {
+    const int n = 70000 + 7;  // parallel blocks plus a tail
+    Vec u = randn(n, 44, 4.0), r = randn(n, 45), logit = randn(n, 46, 4.0), dy = randn(n, 47);
+    u[0] = -120, u[1] = 120, logit[2] = -120, logit[3] = 120;  // saturating: finite results
+    Vec su(n), du = dy, g = logit, out(n), dr(n), dl(n);
+    mk::silu_fwd(u.data(), su.data(), n);
+    mk::silu_bwd(du.data(), u.data(), du.data(), n);
+    mk::sigmoid_gate_fwd(r.data(), g.data(), out.data(), n);
+    mk::sigmoid_gate_bwd(dy.data(), r.data(), g.data(), dr.data(), dl.data(), n);
+    auto uf = to_f(u), rf = to_f(r), gf = to_f(logit), duf = to_f(dy), dyf = to_f(dy);
+    std::vector<float> suf(n), outf(n), drf(n), dlf(n);
+    mk::silu_fwd(uf.data(), suf.data(), n);
+    mk::silu_bwd(duf.data(), uf.data(), duf.data(), n);
+    mk::sigmoid_gate_fwd(rf.data(), gf.data(), outf.data(), n);
+    mk::sigmoid_gate_bwd(dyf.data(), rf.data(), gf.data(), drf.data(), dlf.data(), n);
+    for (int i = 0; i < n; ++i)
+      ASSERT_TRUE(std::isfinite(suf[i]) && std::isfinite(duf[i]) && std::isfinite(outf[i]) &&
+                  std::isfinite(dlf[i]))
+          << i;
+    EXPECT_LT(rel_err(to_d(suf), su), kF32Tol);
+    EXPECT_LT(rel_err(to_d(duf), du), kF32Tol);
+    EXPECT_LT(rel_err(to_d(gf), g), kF32Tol);
+    EXPECT_LT(rel_err(to_d(outf), out), kF32Tol);
+    EXPECT_LT(rel_err(to_d(drf), dr), kF32Tol);
+    EXPECT_LT(rel_err(to_d(dlf), dl), kF32Tol);
   });
 }
 

@@ -10,6 +10,9 @@
 
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 
 HWY_BEFORE_NAMESPACE();
 namespace marin::kernels::cpu::HWY_NAMESPACE {
@@ -34,6 +37,34 @@ template <class D, class V>
 HWY_INLINE V SigmoidF(D d, V x) {
   const V one = hn::Set(d, 1.0f);
   return hn::Div(one, hn::Add(one, ExpF(d, hn::Neg(x))));
+}
+
+// The element-wise loop of the float kernels: f(x, y) maps kIn input vectors to kOut output
+// vectors, over whole vectors, then over the tail through zero-padded copies (so f never sees a
+// lane past n). An output may alias an input (each vector is loaded before it is stored).
+template <size_t kIn, size_t kOut, class F>
+HWY_INLINE void MapVectors(int64_t n, const float* const (&in)[kIn], float* const (&out)[kOut],
+                           F f) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  V x[kIn], y[kOut];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kIn; ++j) x[j] = hn::LoadU(d, in[j] + i);
+    f(d, x, y);
+    for (size_t k = 0; k < kOut; ++k) hn::StoreU(y[k], d, out[k] + i);
+  }
+  if (i == n) return;
+  alignas(64) float buf[kIn > kOut ? kIn : kOut][kLanes] = {};
+  for (size_t j = 0; j < kIn; ++j) {
+    std::copy(in[j] + i, in[j] + n, buf[j]);
+    x[j] = hn::Load(d, buf[j]);
+  }
+  f(d, x, y);
+  for (size_t k = 0; k < kOut; ++k) {
+    hn::Store(y[k], d, buf[k]);
+    std::copy(buf[k], buf[k] + (n - i), out[k] + i);
+  }
 }
 
 }  // namespace marin::kernels::cpu::HWY_NAMESPACE

@@ -2,6 +2,7 @@
 // Private helpers for the CPU kernels that do not depend on the instruction set: a per-thread
 // scratch vector that grows but is never freed, so hot calls do not allocate. The per-target
 // vector helpers (exp, sigmoid) live in simd-inl.hpp.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -26,5 +27,15 @@ inline T sigmoid(T z) {
 
 // Below this many elements a kernel runs on the calling thread (OpenMP fork cost dominates).
 inline constexpr long long kParallelMin = 1 << 15;
+
+// fn(begin, length) over blocks of an element-wise kernel's n elements, on the compute threads
+// when n is large. Elements are independent, so the split cannot change a result.
+template <class F>
+inline void for_blocks(long long n, F fn) {
+  constexpr long long kBlock = 4096;
+  const long long blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (long long k = 0; k < blocks; ++k) fn(k * kBlock, std::min(kBlock, n - k * kBlock));
+}
 
 }  // namespace marin::kernels::cpu
