@@ -11,6 +11,7 @@
 #include "dist/exact_sum.hpp"
 #include "kernels/gates.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/optim.hpp"
 
 namespace mk = marin::kernels;
 
@@ -74,6 +75,14 @@ void BM_SigmoidGateBwd(benchmark::State& st) {
   auto dout = randv(n, 1), r = randv(n, 2), g = randv(n, 3), dr = r, dl = r;
   for (auto _ : st) mk::sigmoid_gate_bwd(dout.data(), r.data(), g.data(), dr.data(), dl.data(), n);
   counters(st, 4.0 * 5 * n, 0);
+}
+
+// Σ x² over a cpu-small parameter vector's worth of floats (the hyperball radii, NS's norm).
+void BM_SumSquares(benchmark::State& st) {
+  const size_t n = size_t(st.range(0));
+  auto x = randv(n, 1);
+  for (auto _ : st) benchmark::DoNotOptimize(mk::sum_squares(x.data(), int64_t(n)));
+  counters(st, 4.0 * n, 2.0 * n);
 }
 
 void BM_SconvFwd(benchmark::State& st) {
@@ -141,6 +150,12 @@ BENCHMARK(BM_SwigluFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTim
 BENCHMARK(BM_SwigluBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SigmoidGateFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SigmoidGateBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_SumSquares)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2)
+    ->UseRealTime();
 BENCHMARK(BM_SconvFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SconvBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_Rope)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();

@@ -11,6 +11,7 @@
 #include "isa_loop.hpp"
 #include "kernels/gates.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/optim.hpp"
 
 namespace mk = marin::kernels;
 using Vec = std::vector<double>;
@@ -425,6 +426,47 @@ TEST(Gemm, FloatMatchesDouble) {
 // The exact gradient sum's arithmetic (dist::ExactSum) is bit for bit its scalar definition on
 // every ISA: ties to even, magnitudes near 2^62, denormals, non-finite values in the vector body
 // and in the tail, lengths that are not a multiple of any vector.
+// The sum of squares of every hyperball radius: one fixed order on every ISA (16 partial sums,
+// then those in order), so the SIMD targets give the scalar definition's bits exactly.
+TEST(SumSquares, EveryIsaComputesTheScalarDefinitionExactly) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-30, 30);
+  std::vector<float> x(4099);
+  for (float& v : x) v = std::ldexp(mant(rng), expo(rng));
+  x[5] = 1e-42f;  // a denormal
+  auto definition = [&](int64_t n) {
+    double part[mk::kSumSquaresPartials] = {};
+    for (int64_t i = 0; i < n; ++i)
+      part[i % mk::kSumSquaresPartials] += double(x[size_t(i)]) * double(x[size_t(i)]);
+    double total = 0;
+    for (double p : part) total += p;
+    return total;
+  };
+  int64_t differs_from_index_order = 0;
+  for_each_isa([&] {
+    for (int64_t n : {4099, 4096, 1, 15, 16, 17, 0}) {
+      ASSERT_EQ(mk::sum_squares(x.data(), n), definition(n)) << "n " << n;
+      double in_order = 0;
+      for (int64_t i = 0; i < n; ++i) in_order += double(x[size_t(i)]) * double(x[size_t(i)]);
+      EXPECT_NEAR(mk::sum_squares(x.data(), n), in_order, 1e-12 * in_order);  // n·ε
+      differs_from_index_order += mk::sum_squares(x.data(), n) != in_order;
+    }
+    // Offsets into the array (a stack's matrices): the order follows the index, not the address.
+    ASSERT_EQ(mk::sum_squares(x.data() + 3, 1000), [&] {
+      double part[mk::kSumSquaresPartials] = {};
+      for (int64_t i = 0; i < 1000; ++i)
+        part[i % mk::kSumSquaresPartials] += double(x[size_t(i + 3)]) * double(x[size_t(i + 3)]);
+      double total = 0;
+      for (double p : part) total += p;
+      return total;
+    }());
+  });
+  EXPECT_GT(differs_from_index_order, 0);  // the data tells the two orders apart
+  std::vector<double> xd(x.begin(), x.end());
+  EXPECT_EQ(mk::sum_squares(xd.data(), 4099), definition(4099));  // squares of floats: exact
+}
+
 TEST(FixedPoint, EveryIsaComputesTheScalarDefinitionExactly) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> mant(-1.0f, 1.0f);

@@ -1,13 +1,15 @@
 #pragma once
-// The optimizer's element-wise updates and reductions (cpu/optim.cpp), beside kernels.hpp:
-// Adam's moments and direction, MuonH's Nesterov momentum, the pieces of the hyperball step and
-// of Newton–Schulz outside its GEMMs. Sequential, in index order: the sums of squares set every
-// hyperball radius, and a run must be bit-identical at any thread count.
+// The optimizer's element-wise updates and reductions (cpu/optim.cpp, cpu/sum_squares.cpp), beside
+// kernels.hpp: Adam's moments and direction, MuonH's Nesterov momentum, the pieces of the hyperball
+// step and of Newton–Schulz outside its GEMMs. Sequential, in index order: the sums of squares set
+// every hyperball radius, and a run must be bit-identical at any thread count.
 #include "kernels/kernels.hpp"
 
 namespace marin::kernels {
 
-// Σ x² accumulated in double, in index order.
+// Σ x² accumulated in double, in a fixed order whatever the ISA (cpu/sum_squares.cpp): element i
+// adds to partial sum i mod kSumSquaresPartials, in index order; then the partials, in order.
+inline constexpr int kSumSquaresPartials = 16;
 template <class T>
 double sum_squares(const T* x, i64 n);
 // y += a·x

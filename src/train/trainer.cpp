@@ -25,6 +25,7 @@
 #include "eval/macro_metric.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "eval/tasks/task_scorer.hpp"
+#include "kernels/optim.hpp"
 #include "kernels/threads.hpp"
 #include "model/expert_shard.hpp"
 #include "model/moe/router_stats.hpp"
@@ -77,9 +78,7 @@ GroupNorms group_norms(const ParamTable& t, const float* x, const Optimizer& opt
   GroupNorms g;
   for (auto& p : t.params()) {
     if (!opt.owns(p.offset)) continue;
-    double s = 0;
-    for (int64_t i = 0; i < p.size; ++i) s += double(x[p.offset + i]) * x[p.offset + i];
-    g.sq[int(p.group)] += s;
+    g.sq[int(p.group)] += kernels::sum_squares(x + p.offset, p.size);
   }
   comm.allreduce(g.sq, 4);
   return g;

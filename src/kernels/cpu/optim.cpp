@@ -7,13 +7,6 @@
 namespace marin::kernels {
 
 template <class T>
-double sum_squares(const T* x, i64 n) {
-  double ss = 0.0;
-  for (i64 i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return ss;
-}
-
-template <class T>
 void axpy(T a, const T* x, T* y, i64 n) {
   for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -68,7 +61,6 @@ void adam_update(const AdamCoeffs& k, T* P, const T* G, T* M, T* V, i64 n, doubl
 }
 
 #define MARIN_OPTIM_KERNELS(T)                                                   \
-  template double sum_squares<T>(const T*, i64);                                 \
   template void axpy<T>(T, const T*, T*, i64);                                   \
   template void scale_to<T>(const T*, T, T*, i64);                               \
   template void add_diagonal<T>(T*, i64, T);                                     \
