@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "gradcheck.hpp"
+#include "kernels/threads.hpp"
 #include "model/block.hpp"
 #include "model/model.hpp"
 
@@ -178,6 +179,34 @@ TEST_P(MoEGrad, RouterLatentExperts) {
 INSTANTIATE_TEST_SUITE_P(Transports, MoEGrad,
                          ::testing::Values(Transport::Dropless, Transport::Capacity,
                                            Transport::Pooled));
+
+// The experts' blocks run as parallel tasks (disjoint rows, scratch slices and gradients): at two
+// and three threads the layer computes the one-thread bits (double: OpenBLAS, whose sums do not
+// depend on the thread count), so a block writing another's rows or scratch would show here.
+TEST_P(MoEGrad, ExpertsInParallelComputeTheOneThreadBits) {
+  Params P(ModelConfig::preset("tiny"));
+  const i64 rows = 96, d = P.c.hidden_dim;
+  MoELayer<double> moe(P.bind, P.c, 1, rows);
+  auto x = random_vec(rows * d, 5), dout = random_vec(rows * d, 6);
+  const int before = marin::kernels::compute_threads();
+  const bool chosen = marin::kernels::compute_threads_chosen();
+  std::vector<std::vector<double>> outs, dxs, grads;
+  for (int threads : {1, 2, 3}) {
+    marin::kernels::set_compute_threads(threads, true);
+    std::vector<double> out(rows * d), dx(rows * d, 0.0);
+    P.g.zero();
+    moe.forward(x.data(), out.data(), rows, GetParam());
+    moe.backward(dout.data(), dx.data(), P.arena);
+    outs.push_back(out), dxs.push_back(dx);
+    grads.emplace_back(P.g.data(), P.g.data() + P.table.total());
+  }
+  marin::kernels::set_compute_threads(before, chosen);
+  for (size_t i = 1; i < outs.size(); ++i) {
+    EXPECT_EQ(outs[i], outs[0]) << "output at " << i + 1 << " threads";
+    EXPECT_EQ(dxs[i], dxs[0]) << "dx at " << i + 1 << " threads";
+    EXPECT_EQ(grads[i], grads[0]) << "gradients at " << i + 1 << " threads";
+  }
+}
 
 TEST(GradCheck, BlockWithSConvSites) {
   ModelConfig c = ModelConfig::preset("tiny");

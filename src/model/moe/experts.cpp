@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "kernels/threads.hpp"
 
 namespace marin {
 
@@ -37,25 +38,28 @@ void GroupedExperts<T>::forward(const int64_t* offsets, i64 blocks, const T* xg,
   MARIN_CHECK(offsets[blocks] * ed_ <= i64(a_.size()), "experts: {} rows exceed the workspace",
               offsets[blocks]);
   xg_ = xg;
-  for (i64 b = 0; b < blocks; ++b) {
+  // Blocks touch disjoint rows and (expert, source) gradients: independent tasks, each on one
+  // thread (small products that do not scale inside one GEMM; the same bits at any thread count).
+  kernels::parallel_tasks(blocks, [&](i64 b, int) {
     const i64 r0 = offsets[b], n = offsets[b + 1] - r0;
-    if (n == 0) continue;
+    if (n == 0) return;
     expert(b % E_, grads_[size_t(b / E_)])
         .forward(xg + r0 * l_, n, a_.data() + r0 * ed_, b_.data() + r0 * ed_, h_.data() + r0 * ed_,
                  y + r0 * l_, false);
-  }
+  });
 }
 
 template <class T>
 void GroupedExperts<T>::backward(const int64_t* offsets, i64 blocks, const T* dy, T* dxg,
                                  T* scratch) {
-  for (i64 b = 0; b < blocks; ++b) {
+  // As forward; a block's scratch is its rows' slice of the 3·rows·expert_dim.
+  kernels::parallel_tasks(blocks, [&](i64 b, int) {
     const i64 r0 = offsets[b], n = offsets[b + 1] - r0;
-    if (n == 0) continue;
+    if (n == 0) return;
     expert(b % E_, grads_[size_t(b / E_)])
         .backward(dy + r0 * l_, xg_ + r0 * l_, n, a_.data() + r0 * ed_, b_.data() + r0 * ed_,
-                  h_.data() + r0 * ed_, dxg + r0 * l_, false, scratch);
-  }
+                  h_.data() + r0 * ed_, dxg + r0 * l_, false, scratch + 3 * r0 * ed_);
+  });
 }
 
 template class GroupedExperts<float>;
