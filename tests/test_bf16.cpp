@@ -345,4 +345,16 @@ TEST(Bf16Train, CliReportsTheDtypeAndTheFallback) {
   r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(hw ? "dtype: bf16)" : "dtype: fp32)"), std::string::npos) << r.out;
+  // Newton–Schulz in the compute dtype, as marin train --ns-dtype compute runs it; said and kept.
+  r =
+      run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16-emulated "
+          "--ns-dtype compute");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(its products in bf16-emulated)"), std::string::npos) << r.out;
+  r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --json --ns-dtype compute");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(r.out.find('{')))["ns_dtype"], "compute");
+  r = run("bench --preset tiny --train --ns-dtype bf16");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--ns-dtype"), std::string::npos) << r.out;
 }

@@ -49,7 +49,7 @@ struct BenchOptions {
   int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
   int64_t prompt_tokens = 0, max_tokens = 0;  // --decode; 0: 64 and 256, less if seq_len is short
   bool json = false, train = false, decode = false;
-  std::string vocab;
+  std::string vocab, ns_dtype = "fp32";
   std::vector<std::string> files;
 };
 
@@ -103,6 +103,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   t.micro_batch = o.micro_batch;
   t.ep = o.ep;
   t.dtype = kernels::dtype_name(kernels::compute_dtype());  // resolved once by bench_model
+  t.optim.ns_dtype = o.ns_dtype;
   t.steps = 1000;
   t.seed = 1;
   t.data = {{"kind", "rows"}, {"path", rows}};
@@ -121,6 +122,8 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
     }
     // Newton–Schulz of every MuonH tensor on the last gradients (all of them, on one rank).
     Model<float>& m = trainer.model();
+    const auto ns_products =
+        o.ns_dtype == "compute" ? kernels::Precision::compute : kernels::Precision::fp32;
     i64 w = 1, out = 1;
     for (auto& p : m.table().params())
       if (p.group == OptGroup::MuonH)
@@ -132,7 +135,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
       for (auto& p : m.table().params())
         if (p.group == OptGroup::MuonH)
           optim::newton_schulz_batched(m.grads().data() + p.offset, ns_out.data(), p.num_mats,
-                                       p.rows(), p.cols(), ns_work.data());
+                                       p.rows(), p.cols(), ns_work.data(), ns_products);
       ns.push_back(tn.seconds());
     }
     t = trainer.options();
@@ -150,7 +153,8 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
           {"all_to_all_seconds_median", median(a2a)},
           {"all_to_all_bytes_per_rank", a2a_bytes},
           {"newton_schulz_seconds_median", median(ns)},
-          {"newton_schulz_fraction_of_step", median(ns) / t_med}};
+          {"newton_schulz_fraction_of_step", median(ns) / t_med},
+          {"ns_dtype", t.optim.ns_dtype}};
 }
 
 // Incremental decoding exactly as `marin sample` runs it (Decoder over an inference model, batch
@@ -303,11 +307,13 @@ int bench_model(BenchOptions o) {
   if (o.train) {
     fmt::print(
         "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
-        "communication {:.1f} ms ({:.1f}%, {:.1f} MB per rank) and Newton–Schulz {:.1f}%\n",
+        "communication {:.1f} ms ({:.1f}%, {:.1f} MB per rank) and Newton–Schulz {:.1f}% "
+        "(its products in {})\n",
         o.model.preset, o.batch, c.seq_len, j["micro_batch"].get<int>(), t_med * 1e3,
         j["comm_seconds_median"].get<double>() * 1e3, 100 * j["comm_fraction"].get<double>(),
         double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
-        100 * j["newton_schulz_fraction_of_step"].get<double>());
+        100 * j["newton_schulz_fraction_of_step"].get<double>(),
+        o.ns_dtype == "compute" ? kernels::dtype_name(kernels::compute_dtype()) : "fp32");
     if (j["ep"].get<int>() > 1)
       fmt::print(
           "expert parallelism {}: all-to-all median {:.1f} ms per step, {:.1f} MB sent per rank\n",
@@ -360,6 +366,10 @@ MARIN_COMMAND(
       app.add_option("--micro-batch", o->micro_batch,
                      "--train: rows per forward (default as marin train)");
       app.add_option("--ep", o->ep, "--train: expert parallelism (as marin train)");
+      app.add_option("--ns-dtype", o->ns_dtype,
+                     "--train: Newton–Schulz products in fp32 or the compute dtype (as marin "
+                     "train)")
+          ->check(CLI::IsMember({"fp32", "compute"}));
       app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
       app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);
       app.add_option("--threads", o->threads,

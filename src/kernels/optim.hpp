@@ -1,8 +1,9 @@
 #pragma once
-// The optimizer's element-wise updates and reductions (cpu/optim.cpp, cpu/sum_squares.cpp), beside
-// kernels.hpp: Adam's moments and direction, MuonH's Nesterov momentum, the pieces of the hyperball
-// step and of Newton–Schulz outside its GEMMs. Sequential, in index order: the sums of squares set
-// every hyperball radius, and a run must be bit-identical at any thread count.
+// The optimizer's element-wise updates and reductions (cpu/optim.cpp, cpu/sum_squares.cpp),
+// beside kernels.hpp: Adam's moments and direction, MuonH's Nesterov momentum, the pieces of the
+// hyperball step and of Newton–Schulz outside its GEMMs. Single-threaded, each in one fixed order:
+// the sums of squares set every hyperball radius, and a run must be bit-identical at any thread
+// count.
 #include "kernels/kernels.hpp"
 
 namespace marin::kernels {

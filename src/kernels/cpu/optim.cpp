@@ -1,5 +1,5 @@
-// The optimizer's element-wise kernels (see kernels/optim.hpp). Plain sequential loops: the
-// optimizer is a few percent of a step, and its reductions must keep their order.
+// The optimizer's element-wise kernels (see kernels/optim.hpp; the sum of squares is SIMD in
+// cpu/sum_squares.cpp). Plain sequential loops: the rest is a few percent of a step.
 #include "kernels/optim.hpp"
 
 #include <cmath>
