@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "cli_util.hpp"
 #include "core/error.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/threads.hpp"
 
 namespace mk = marin::kernels;
 
@@ -94,6 +97,41 @@ TEST(Threads, AShortSpinIsTheBinarysDefaultAndTheUsersChoiceIsKept) {
   EXPECT_EQ(last_spin_count("GOMP_SPINCOUNT=5"), "5");
   EXPECT_EQ(last_spin_count("OMP_WAIT_POLICY=passive"), "0");
   EXPECT_NE(last_spin_count("OMP_WAIT_POLICY=active"), "20000");
+}
+
+// Independent tasks over the compute threads: every task runs once, on a slot below
+// task_slots, no slot runs two at once; a task's error reaches the caller, not terminate().
+TEST(Threads, ParallelTasksRunEachTaskOnceAndPassTheirErrorOn) {
+  const int before = mk::compute_threads();
+  const bool chosen = mk::compute_threads_chosen();
+  for (int threads : {1, 2, 3}) {
+    mk::set_compute_threads(threads, true);
+    const int64_t tasks = 37;
+    EXPECT_EQ(mk::task_slots(tasks), threads);
+    EXPECT_EQ(mk::task_slots(1), 1);
+    EXPECT_EQ(mk::task_slots(0), 1);
+    std::vector<std::atomic<int>> runs(tasks), busy(size_t(mk::task_slots(tasks)));
+    std::atomic<bool> overlap{false}, bad_slot{false};
+    mk::parallel_tasks(tasks, [&](int64_t t, int slot) {
+      if (slot < 0 || slot >= mk::task_slots(tasks)) return void(bad_slot = true);
+      if (busy[size_t(slot)]++ != 0) overlap = true;
+      runs[size_t(t)]++;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      busy[size_t(slot)]--;
+    });
+    for (int64_t t = 0; t < tasks; ++t) EXPECT_EQ(runs[size_t(t)], 1) << "task " << t;
+    EXPECT_FALSE(overlap) << threads << " threads";
+    EXPECT_FALSE(bad_slot) << threads << " threads";
+    try {
+      mk::parallel_tasks(tasks, [&](int64_t t, int) {
+        if (t == 5) marin::fail("task {} could not run", t);
+      });
+      ADD_FAILURE() << "no error at " << threads << " threads";
+    } catch (const marin::Error& e) {
+      EXPECT_STREQ(e.what(), "task 5 could not run");
+    }
+  }
+  mk::set_compute_threads(before, chosen);
 }
 
 TEST(Threads, EveryHeavyCommandTakesThreads) {

@@ -22,6 +22,7 @@ bool compute_threads_chosen();
 // [0, task_slots(tasks)) and no two tasks run at once on one slot, so a slot indexes per-thread
 // scratch. The kernels a task calls run single-threaded (a nested OpenMP region is inactive), so
 // each task computes the same bits at every thread count.
+// An exception from a task reaches the caller (the first one; tasks not yet started are skipped).
 int task_slots(int64_t tasks);  // min(tasks, compute_threads()), at least 1
 void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int slot)>& run);
 

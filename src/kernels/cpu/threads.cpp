@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 
 #include "kernels/threads.hpp"
 
@@ -35,9 +36,23 @@ void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int sl
     for (int64_t t = 0; t < tasks; ++t) run(t, 0);
     return;
   }
-  // Dynamic: tasks of one batch cost alike, but another process may hold a core.
+  // Dynamic: tasks of one batch cost alike, but another process may hold a core. An exception
+  // must not leave the OpenMP region (that terminates the process): the first is kept, the
+  // remaining tasks are skipped, and it is rethrown on the calling thread.
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
 #pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
-  for (int64_t t = 0; t < tasks; ++t) run(t, omp_get_thread_num());
+  for (int64_t t = 0; t < tasks; ++t) {
+    if (failed.load(std::memory_order_relaxed)) continue;
+    try {
+      run(t, omp_get_thread_num());
+    } catch (...) {
+#pragma omp critical(marin_parallel_tasks_error)
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace marin::kernels
