@@ -110,17 +110,16 @@ using Convert = void (*)(const float*, Out*, i64);
 template <class Out>
 void in_chunks(Convert<Out> convert, const float* x, Out* y, i64 n) {
   const i64 chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= cpu::kParallelMin)
-  for (i64 c = 0; c < chunks; ++c) {
+  cpu::parallel_for(chunks, n >= cpu::kParallelMin, [&](i64 c) {
     const i64 b = c * kChunk;
     convert(x + b, y + b, std::min(kChunk, n - b));
-  }
+  });
 }
 
 template <class Out>
 void by_rows(Convert<Out> convert, const float* x, i64 rows, i64 cols, i64 ld, Out* y) {
-#pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelMin)
-  for (i64 r = 0; r < rows; ++r) convert(x + r * ld, y + r * cols, cols);
+  cpu::parallel_for(rows, rows * cols >= cpu::kParallelMin,
+                    [&](i64 r) { convert(x + r * ld, y + r * cols, cols); });
 }
 }  // namespace
 
@@ -141,11 +140,12 @@ void round_to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, float* y) {
 }
 
 void from_bf16(const uint16_t* x, float* y, i64 n) {
-#pragma omp parallel for simd schedule(static) if (n >= cpu::kParallelMin)
-  for (i64 i = 0; i < n; ++i) {
-    const uint32_t u = uint32_t(x[i]) << 16;
-    std::memcpy(&y[i], &u, sizeof u);
-  }
+  cpu::for_blocks(n, [&](i64 b, i64 len) {
+    for (i64 i = b; i < b + len; ++i) {
+      const uint32_t u = uint32_t(x[i]) << 16;
+      std::memcpy(&y[i], &u, sizeof u);
+    }
+  });
 }
 
 }  // namespace marin::kernels

@@ -19,8 +19,7 @@ void router_topk(const RouterShape& r, const T* s_all, const T* b, int32_t* expe
                  T* prob, T* weight, T* prob_sum) {
   const i64 E = r.E, K = r.K;
   const T cs = T(r.combine_sum);
-#pragma omp parallel for schedule(static) if (r.rows > 1)
-  for (i64 t = 0; t < r.rows; ++t) {
+  cpu::parallel_for(r.rows, r.rows > 1, [&](i64 t) {
     const T* s = s_all + t * E;
     // Top K+1 of s + b by partial selection; ties broken by the lower expert index.
     int32_t idx[1024];
@@ -49,7 +48,7 @@ void router_topk(const RouterShape& r, const T* s_all, const T* b, int32_t* expe
     prob_sum[t] = sum;
     T* w = weight + t * K;
     for (i64 k = 0; k < K; ++k) w[k] = p[k] * cs / sum;
-  }
+  });
 }
 
 template <class T>
@@ -57,8 +56,7 @@ void router_topk_bwd(const RouterShape& r, const T* dweight, const T* weight, co
                      const T* prob_sum, const int32_t* expert, T* ds) {
   const i64 E = r.E, K = r.K;
   const T cs = T(r.combine_sum);
-#pragma omp parallel for schedule(static) if (r.rows > 1)
-  for (i64 t = 0; t < r.rows; ++t) {
+  cpu::parallel_for(r.rows, r.rows > 1, [&](i64 t) {
     const T* dw = dweight + t * K;
     const T* w = weight + t * K;
     const T* p = prob + t * K;
@@ -71,7 +69,7 @@ void router_topk_bwd(const RouterShape& r, const T* dweight, const T* weight, co
       const T dp = scale * (dw[k] - dot / cs);
       ds[t * E + ex[k]] += dp * p[k] * (T(1) - p[k]);
     }
-  }
+  });
 }
 
 template <class T>
@@ -82,8 +80,7 @@ void moe_permute(const T* z, const int32_t* row_token, T* xg, i64 kept, i64 l) {
 template <class T>
 void moe_combine(const T* grouped, const T* w, const int64_t* slot_row, T* out, i64 tokens, i64 K,
                  i64 l) {
-#pragma omp parallel for schedule(static) if (tokens > 1)
-  for (i64 t = 0; t < tokens; ++t) {
+  cpu::parallel_for(tokens, tokens > 1, [&](i64 t) {
     T* ot = out + t * l;
     std::fill(ot, ot + l, T(0));
     for (i64 k = 0; k < K; ++k) {
@@ -93,14 +90,13 @@ void moe_combine(const T* grouped, const T* w, const int64_t* slot_row, T* out, 
       const T* y = grouped + row * l;
       for (i64 i = 0; i < l; ++i) ot[i] += wk * y[i];
     }
-  }
+  });
 }
 
 template <class T>
 void moe_combine_bwd(const T* dR, const T* grouped, const T* w, const int64_t* slot_row,
                      T* dgrouped, T* dw, i64 tokens, i64 K, i64 l) {
-#pragma omp parallel for schedule(static) if (tokens > 1)
-  for (i64 t = 0; t < tokens; ++t) {
+  cpu::parallel_for(tokens, tokens > 1, [&](i64 t) {
     const T* g = dR + t * l;
     for (i64 k = 0; k < K; ++k) {
       const i64 row = slot_row[t * K + k];
@@ -118,7 +114,7 @@ void moe_combine_bwd(const T* dR, const T* grouped, const T* w, const int64_t* s
       }
       dw[t * K + k] = dot;
     }
-  }
+  });
 }
 
 #define MARIN_MOE_KERNELS(T)                                                                       \

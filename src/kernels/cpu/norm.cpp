@@ -23,8 +23,7 @@ namespace {
 template <class T>
 void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, double eps) {
   [[maybe_unused]] const bool par = rows * dim >= cpu::kParallelMin;  // unused without OpenMP
-#pragma omp parallel for schedule(static) if (par)
-  for (i64 r = 0; r < rows; ++r) {
+  cpu::parallel_for(rows, par, [&](i64 r) {
     const T* xr = x + r * dim;
     T* yr = y + r * dim;
     T ss = 0;
@@ -39,7 +38,7 @@ void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, dou
 #pragma omp simd
       for (i64 i = 0; i < dim; ++i) yr[i] = xr[i] * rs;
     }
-  }
+  });
 }
 
 // y_i = x_i r g_i, r = (mean x^2 + eps)^(-1/2), dr/dx_i = -r^3 x_i / dim
@@ -48,8 +47,7 @@ template <class T>
 void rmsnorm_bwd_t(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T* dg, i64 rows,
                    i64 dim) {
   [[maybe_unused]] const bool par = rows * dim >= cpu::kParallelMin;  // unused without OpenMP
-#pragma omp parallel for schedule(static) if (par)
-  for (i64 r = 0; r < rows; ++r) {
+  cpu::parallel_for(rows, par, [&](i64 r) {
     const T* xr = x + r * dim;
     const T* dyr = dy + r * dim;
     T* dxr = dx + r * dim;
@@ -68,12 +66,11 @@ void rmsnorm_bwd_t(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T*
 #pragma omp simd
       for (i64 i = 0; i < dim; ++i) dxr[i] = rs * dyr[i] - c * xr[i];
     }
-  }
+  });
   if (!g || !dg) return;
   constexpr i64 kChunk = 64;
   const i64 nchunks = (dim + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (par)
-  for (i64 cb = 0; cb < nchunks; ++cb) {
+  cpu::parallel_for(nchunks, par, [&](i64 cb) {
     const i64 c0 = cb * kChunk, c1 = std::min(dim, c0 + kChunk);
     T acc[kChunk] = {};
     for (i64 r = 0; r < rows; ++r) {
@@ -84,7 +81,7 @@ void rmsnorm_bwd_t(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T*
       for (i64 i = c0; i < c1; ++i) acc[i - c0] += dyr[i] * xr[i] * rs;
     }
     for (i64 i = c0; i < c1; ++i) dg[i] += acc[i - c0];
-  }
+  });
 }
 
 }  // namespace

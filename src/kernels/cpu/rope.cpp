@@ -45,8 +45,7 @@ void rope_t(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim
   }
   const T sign = inverse ? T(-1) : T(1);
   const i64 rows = i64(B) * S;
-#pragma omp parallel for schedule(static) if (rows * nheads * rope_dim >= cpu::kParallelMin)
-  for (i64 bt = 0; bt < rows; ++bt) {
+  cpu::parallel_for(rows, rows * nheads * rope_dim >= cpu::kParallelMin, [&](i64 bt) {
     const int p = int(bt % S);
     const T* c = cs + size_t(p) * half;
     const T* s = sn + size_t(p) * half;
@@ -59,7 +58,7 @@ void rope_t(T* x, int B, int S, int nheads, int hd, i64 row_stride, int rope_dim
         xh[2 * i + 1] = x1 * c[i] + x0 * si;
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -23,8 +23,7 @@ namespace {
 template <class T>
 void sconv_fwd_t(const T* x, const T* w, const int32_t* seg, T* y, int B, int S, int C, int k) {
   const i64 rows = i64(B) * S;
-#pragma omp parallel for schedule(static) if (rows * C >= cpu::kParallelMin)
-  for (i64 bt = 0; bt < rows; ++bt) {
+  cpu::parallel_for(rows, rows * C >= cpu::kParallelMin, [&](i64 bt) {
     const i64 t = bt % S;
     T* yr = y + bt * C;
     const T* xr = x + bt * C;
@@ -37,7 +36,7 @@ void sconv_fwd_t(const T* x, const T* w, const int32_t* seg, T* y, int B, int S,
 #pragma omp simd
       for (int c = 0; c < C; ++c) yr[c] += wj[c] * xs[c];
     }
-  }
+  });
 }
 
 // dx[t] = sum_j w_j dy[t+j] over taps where token t+j reads token t;
@@ -47,8 +46,7 @@ void sconv_bwd_t(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx,
                  int S, int C, int k) {
   const i64 rows = i64(B) * S;
   [[maybe_unused]] const bool par = rows * C >= cpu::kParallelMin;  // unused without OpenMP
-#pragma omp parallel for schedule(static) if (par)
-  for (i64 bt = 0; bt < rows; ++bt) {
+  cpu::parallel_for(rows, par, [&](i64 bt) {
     const i64 t = bt % S;
     T* dxr = dx + bt * C;
     const T* dyr = dy + bt * C;
@@ -61,13 +59,12 @@ void sconv_bwd_t(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx,
 #pragma omp simd
       for (int c = 0; c < C; ++c) dxr[c] += wj[c] * dys[c];
     }
-  }
+  });
   if (!dw) return;
   constexpr int kChunk = 64;
   const int nchunks = (C + kChunk - 1) / kChunk;
   const i64 items = i64(nchunks) * k;
-#pragma omp parallel for schedule(static) if (par)
-  for (i64 it = 0; it < items; ++it) {
+  cpu::parallel_for(items, par, [&](i64 it) {
     const int j = int(it / nchunks), c0 = int(it % nchunks) * kChunk;
     const int c1 = std::min(C, c0 + kChunk);
     T acc[kChunk] = {};
@@ -81,7 +78,7 @@ void sconv_bwd_t(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx,
     }
     T* dwj = dw + i64(j) * C;
     for (int c = c0; c < c1; ++c) dwj[c] += acc[c - c0];
-  }
+  });
 }
 
 }  // namespace

@@ -10,21 +10,25 @@ namespace marin::kernels {
 
 template <class T>
 void add(const T* a, const T* b, T* out, i64 n) {
-#pragma omp parallel for simd schedule(static) if (n >= cpu::kParallelMin)
-  for (i64 i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  cpu::for_blocks(n, [&](i64 b0, i64 len) {
+#pragma omp simd
+    for (i64 i = b0; i < b0 + len; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 template <class T>
 void scale(T* x, T a, i64 n) {
-#pragma omp parallel for simd schedule(static) if (n >= cpu::kParallelMin)
-  for (i64 i = 0; i < n; ++i) x[i] *= a;
+  cpu::for_blocks(n, [&](i64 b0, i64 len) {
+#pragma omp simd
+    for (i64 i = b0; i < b0 + len; ++i) x[i] *= a;
+  });
 }
 
 template <class T>
 void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d) {
-#pragma omp parallel for schedule(static) if (rows * d >= cpu::kParallelMin)
-  for (i64 i = 0; i < rows; ++i)
+  cpu::parallel_for(rows, rows * d >= cpu::kParallelMin, [&](i64 i) {
     std::copy(table + ids[i] * d, table + (ids[i] + 1) * d, out + i * d);
+  });
 }
 
 template <class T>

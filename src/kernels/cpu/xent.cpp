@@ -102,13 +102,12 @@ void row_scaled_softmax<float>(const float* x, float* dl, i64 V, float lse, floa
 
 template <class T>
 void xent_fwd(const T* logits, const int32_t* labels, T* lse, T* ce, i64 rows, i64 V) {
-#pragma omp parallel for schedule(static) if (rows * V >= cpu::kParallelMin)
-  for (i64 r = 0; r < rows; ++r) {
+  cpu::parallel_for(rows, rows * V >= cpu::kParallelMin, [&](i64 r) {
     const T* x = logits + r * V;
     const T l = row_lse(x, V);
     lse[r] = l;
     ce[r] = labels[r] >= 0 ? l - x[labels[r]] : T(0);
-  }
+  });
 }
 
 // d/dx (ce_scale * (lse - x_y) + z_scale * lse^2) = softmax * (ce_scale + 2 z_scale lse)
@@ -116,13 +115,12 @@ void xent_fwd(const T* logits, const int32_t* labels, T* lse, T* ce, i64 rows, i
 template <class T>
 void xent_bwd(const T* logits, const int32_t* labels, const T* lse, T* dlogits, i64 rows, i64 V,
               T ce_scale, T z_scale) {
-#pragma omp parallel for schedule(static) if (rows * V >= cpu::kParallelMin)
-  for (i64 r = 0; r < rows; ++r) {
+  cpu::parallel_for(rows, rows * V >= cpu::kParallelMin, [&](i64 r) {
     const int32_t y = labels[r];
     const T cs = y >= 0 ? ce_scale : T(0);
     row_scaled_softmax(logits + r * V, dlogits + r * V, V, lse[r], cs + T(2) * z_scale * lse[r]);
     if (y >= 0) dlogits[r * V + y] -= cs;
-  }
+  });
 }
 
 #define MARIN_INST(T)                                                    \

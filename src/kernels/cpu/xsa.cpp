@@ -14,8 +14,7 @@ template <class T>
 void xsa_gate_fwd(const XsaShape& s, const T* y, const T* v, T* sig, T* yx, T* yg) {
   const i64 H = s.H, hd = s.hd, qd = H * hd;
   const T eps = T(s.eps);
-#pragma omp parallel for schedule(static) if (s.rows > 1)
-  for (i64 t = 0; t < s.rows; ++t) {
+  cpu::parallel_for(s.rows, s.rows > 1, [&](i64 t) {
     for (i64 h = 0; h < H; ++h) {
       const T* yh = y + t * qd + h * hd;
       const T* vh = v + t * s.v_stride + (h / s.group) * hd;
@@ -32,7 +31,7 @@ void xsa_gate_fwd(const XsaShape& s, const T* y, const T* v, T* sig, T* yx, T* y
         gh[i] = T(2) * g * oh[i];
       }
     }
-  }
+  });
 }
 
 template <class T>
@@ -42,8 +41,7 @@ void xsa_gate_bwd(const XsaShape& s, const T* dyg, const T* y, const T* v, const
   const T eps = T(s.eps);
   // Heads of one token that share a KV head add into the same dv row, so a token's heads stay on
   // one thread (in head order) and tokens split statically.
-#pragma omp parallel for schedule(static) if (s.rows > 1)
-  for (i64 t = 0; t < s.rows; ++t) {
+  cpu::parallel_for(s.rows, s.rows > 1, [&](i64 t) {
     for (i64 h = 0; h < H; ++h) {
       const T* g = dyg + t * qd + h * hd;
       const T* oh = yx + t * qd + h * hd;
@@ -71,7 +69,7 @@ void xsa_gate_bwd(const XsaShape& s, const T* dyg, const T* y, const T* v, const
         dvh[i] += -c * dyx - gv * (yh[i] / n - T(2) * c * vh[i] / n);
       }
     }
-  }
+  });
 }
 
 template void xsa_gate_fwd<float>(const XsaShape&, const float*, const float*, float*, float*,
