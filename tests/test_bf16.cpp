@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "core/rng.hpp"
 #include "isa_loop.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/threads.hpp"
 
 namespace mk = marin::kernels;
 using marin::testing::for_each_isa;
@@ -216,6 +218,123 @@ TEST(Bf16Gemm, HardwareMatchesEmulation) {
   }
 }
 
+// One row times a bf16 matrix (the bf16 GEMM of a decoded token): against the double sum of the
+// same bf16 products, and the same bits on every target and at every thread count, as its
+// fixed order (each column over k in turn) promises; beta = 0 never reads y.
+TEST(Bf16Gemv, MatchesTheExactSumWithTheSameBitsOnEveryIsaAndThreadCount) {
+  struct Case {
+    int64_t N, K, ldw;
+    float alpha, beta;
+  };
+  const Case cases[] = {{1, 1, 1, 1.0f, 0.0f},      {7, 33, 9, 1.0f, 1.0f},
+                        {16, 256, 16, -0.5f, 1.0f}, {100, 70, 130, 2.0f, 0.0f},
+                        {300, 64, 300, 1.0f, 0.5f}, {8192, 256, 8192, 1.0f, 0.0f},
+                        {600, 128, 640, 1.0f, 0.0f}};
+  const int threads_before = mk::compute_threads();
+  const bool chosen_before = mk::compute_threads_chosen();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.N << "x" << c.K << " ldw " << c.ldw);
+    std::vector<uint16_t> x(size_t(c.K)), W(size_t(c.K * c.ldw));
+    const auto xf = randn(c.K, 21), wf = randn(c.K * c.ldw, 22), y0 = randn(c.N, 23);
+    mk::to_bf16(xf.data(), x.data(), c.K);
+    mk::to_bf16(wf.data(), W.data(), c.K * c.ldw);
+    std::vector<float> xb(x.size()), wb(W.size());
+    mk::from_bf16(x.data(), xb.data(), c.K);
+    mk::from_bf16(W.data(), wb.data(), c.K * c.ldw);
+    std::vector<float> first;
+    for_each_isa([&] {
+      for (int threads : {1, 2}) {
+        mk::set_compute_threads(threads, true);
+        std::vector<float> y = y0;
+        if (c.beta == 0.0f) std::fill(y.begin(), y.end(), std::nanf(""));  // never read
+        mk::gemv_bf16(c.N, c.K, c.alpha, x.data(), W.data(), c.ldw, c.beta, y.data());
+        for (int64_t n = 0; n < c.N; ++n) {
+          double want = 0, mag = 0;
+          for (int64_t k = 0; k < c.K; ++k) {
+            want += double(xb[size_t(k)]) * double(wb[size_t(k * c.ldw + n)]);
+            mag += std::fabs(double(xb[size_t(k)]) * double(wb[size_t(k * c.ldw + n)]));
+          }
+          want = c.alpha * want + (c.beta == 0.0f ? 0.0 : c.beta * double(y0[size_t(n)]));
+          ASSERT_NEAR(y[size_t(n)], want, 1e-6 * (mag + 1.0) * double(c.K)) << n;
+        }
+        if (first.empty()) first = y;
+        EXPECT_EQ(y, first) << threads << " thread(s)";
+      }
+    });
+  }
+  mk::set_compute_threads(threads_before, chosen_before);
+}
+
+// The dtypes in which a GEMM converts its inputs: the emulation everywhere, bf16 where it runs.
+std::vector<mk::Dtype> bf16_dtypes() {
+  std::vector<mk::Dtype> d = {mk::Dtype::bf16_emulated};
+  if (mk::bf16_gemm_supported()) d.push_back(mk::Dtype::bf16);
+  return d;
+}
+
+// A GEMM whose weight input lies inside a refreshed WeightCopy reads the copy: the same bits
+// as converting at the call, and, once the weights change without a refresh, still the old
+// ones (so the copy is what was read). An input that only partly lies inside, a copy of another
+// dtype, or a refresh in fp32 means no copy: converted at the call, as before.
+TEST(WeightCopy, GemmsReadItAndComputeTheBitsOfConvertingAtTheCall) {
+  auto refresh_in = [](mk::Dtype dtype, mk::WeightCopy& c) {
+    mk::set_compute_dtype(dtype);
+    c.refresh();
+    mk::set_compute_dtype(mk::Dtype::fp32);
+  };
+  for (const mk::Dtype d : bf16_dtypes()) {
+    SCOPED_TRACE(mk::dtype_name(d));
+    for (const GemmCase& g : kCases) {
+      SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
+      const auto A = randn(g.M * g.K, 7), C0 = randn(g.M * g.N, 9);
+      // The weights (B) sit at an offset inside a larger buffer, as a tensor of a model's.
+      const int64_t nb = g.K * g.N, at = 13;
+      std::vector<float> buffer = randn(nb + 2 * at, 8);
+      const std::vector<float> B(buffer.begin() + at, buffer.begin() + at + nb);
+      std::vector<float> B2 = B;
+      for (float& x : B2) x *= -3.0f;  // "an optimizer step"
+      auto set_weights = [&](const std::vector<float>& w) {
+        std::copy(w.begin(), w.end(), buffer.begin() + at);
+      };
+      auto run_in_buffer = [&] {
+        mk::set_compute_dtype(d);
+        std::vector<float> C = C0;
+        mk::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), g.ta ? g.M : g.K,
+                        buffer.data() + at, g.tb ? g.K : g.N, g.beta, C.data(), g.N);
+        mk::set_compute_dtype(mk::Dtype::fp32);
+        return C;
+      };
+      const auto want = run_gemm(d, g, A, B, C0), changed = run_gemm(d, g, A, B2, C0);
+      ASSERT_NE(changed, want);
+
+      mk::WeightCopy copy(buffer.data(), int64_t(buffer.size()));
+      EXPECT_EQ(run_in_buffer(), want) << "before any refresh: no copy";
+      refresh_in(d, copy);
+      EXPECT_EQ(run_in_buffer(), want) << "the copy's bits differ from converting at the call";
+      set_weights(B2);
+      EXPECT_EQ(run_in_buffer(), want) << "the GEMM did not read the copy";
+      refresh_in(d, copy);
+      EXPECT_EQ(run_in_buffer(), changed) << "refresh() did not convert the new weights";
+      // A refresh in fp32 leaves no copy: the GEMM converts the buffer's values of the moment.
+      copy.refresh();
+      set_weights(B);
+      EXPECT_EQ(run_in_buffer(), want) << "a refresh in fp32 left a copy in use";
+      {  // A copy of a buffer that holds only part of the input is not read.
+        mk::WeightCopy part(buffer.data(), at + nb - 1);
+        refresh_in(d, part);
+        set_weights(B2);
+        EXPECT_EQ(run_in_buffer(), changed) << "an input only partly inside a copy read it";
+      }
+      // Nor is a copy of the other bf16 dtype.
+      const mk::Dtype other = d == mk::Dtype::bf16 ? mk::Dtype::bf16_emulated : mk::Dtype::bf16;
+      if (other == mk::Dtype::bf16 && !mk::bf16_gemm_supported()) continue;
+      refresh_in(other, copy);
+      set_weights(B);
+      EXPECT_EQ(run_in_buffer(), want) << "a copy in " << mk::dtype_name(other) << " was read";
+    }
+  }
+}
+
 TEST(Dtype, NamesParseAndBadOnesAreRefused) {
   for (mk::Dtype d : {mk::Dtype::fp32, mk::Dtype::bf16, mk::Dtype::bf16_emulated})
     EXPECT_EQ(mk::parse_dtype(mk::dtype_name(d)), d);
@@ -304,6 +423,31 @@ TEST(Bf16Train, EmulatedTinyEndsWithin2PercentOfFp32) {
   EXPECT_EQ(nlohmann::json::parse(
                 marin::read_file(tmp.str("emu-ns/run.json")))["options"]["optimizer"]["ns_dtype"],
             "compute");
+}
+
+// A bf16 step converts the weights once (its first micro-batch's forward, kernels::WeightCopy)
+// and its later micro-batches reuse that copy: a run resumed from a checkpoint, whose first
+// forward converts afresh, ends bit-identical to the uninterrupted run only if every step's copy
+// held that step's weights.
+TEST(Bf16Train, EmulatedResumeIsBitIdenticalWithMicroBatches) {
+  TempDir tmp("bf16resume");
+  write_rows(tmp.str("rows.bin"), 32);
+  const std::string base =
+      "train --preset tiny --batch 4 --micro-batch 2 --steps 6 --seed 3 "
+      "--dtype bf16-emulated --rows " +
+      tmp.str("rows.bin");
+  auto r = run(base + " --out " + tmp.str("straight"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run(base + " --keep-every 3 --out " + tmp.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::filesystem::remove_all(tmp.str("split/checkpoints/step-00000006"));
+  ASSERT_TRUE(std::filesystem::exists(tmp.str("split/checkpoints/step-00000003")));
+  r = run("train --resume " + tmp.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string a = marin::testing::final_weights(tmp.str("straight")),
+                    b = marin::testing::final_weights(tmp.str("split"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the resumed bf16-emulated run differs from the uninterrupted one";
 }
 
 // The request as the user makes it: `--dtype bf16` on a CPU without it trains in fp32 and says

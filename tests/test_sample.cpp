@@ -147,6 +147,56 @@ TEST(Decoder, InferenceModelHasNoGradientsAndTheSameLogits) {
   }
 }
 
+// In bf16 (and its emulation) the GEMMs read a bf16 copy of the weights (kernels::WeightCopy):
+// a forward after the weights changed computes with the new ones (a fresh model's bits), a
+// batch that says its weights are the last forward's reuses the copy (so the copy is what is
+// read), and a decoder converts at its first token, again after a reset.
+TEST(WeightCopy, ForwardAndDecodingComputeWithTheWeightsOfTheMoment) {
+  const ModelConfig c = tiny();
+  std::vector<kernels::Dtype> dtypes = {kernels::Dtype::bf16_emulated};
+  if (kernels::bf16_gemm_supported()) dtypes.push_back(kernels::Dtype::bf16);
+  const int64_t S = c.seq_len, V = c.vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(S)), labels(tokens.size());
+  Rng rng(9);
+  for (auto& t : tokens) t = int32_t(rng.next_u64() % V);
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) labels[i] = tokens[i + 1];
+  labels.back() = -1;
+  auto decoded = [&](Decoder<float>& dec) {
+    dec.reset();
+    std::vector<float> out;
+    for (int t = 0; t < 5; ++t) {
+      const float* l = dec.step(tokens[size_t(t)]);
+      out.insert(out.end(), l, l + V);
+    }
+    return out;
+  };
+  for (const kernels::Dtype d : dtypes) {
+    SCOPED_TRACE(kernels::dtype_name(d));
+    const kernels::DtypeScope scope(d);
+    Model<float> m(c, 1), fresh(c, 1);
+    perturb(m, 3);
+    Batch b{1, tokens.data(), labels.data(), nullptr};
+    const double before = m.forward(b).loss;
+    Decoder<float> dec(m);
+    const std::vector<float> before_decoded = decoded(dec);
+    // The weights change, as in an optimizer step: the LM head, which only GEMMs read (the
+    // norms' gains, the router and the embedding read the fp32 weights themselves).
+    const ParamInfo& head = m.table().at("lm_head");
+    for (int64_t i = 0; i < head.size; ++i) m.params()[head.offset + i] *= -1.5f;
+    std::copy(m.params().data(), m.params().data() + m.params().size(), fresh.params().data());
+    b.same_weights = true;
+    EXPECT_EQ(m.forward(b).loss, before) << "same_weights did not reuse the copy";
+    b.same_weights = false;
+    const double after = m.forward(b).loss;
+    EXPECT_NE(after, before);
+    EXPECT_EQ(after, fresh.forward(b).loss) << "the forward computed with stale weights";
+    Decoder<float> fresh_dec(fresh);
+    const std::vector<float> after_decoded = decoded(dec);
+    EXPECT_NE(after_decoded, before_decoded);
+    EXPECT_EQ(after_decoded, decoded(fresh_dec)) << "the decoder computed with stale weights";
+  }
+}
+
 TEST(Decoder, StopsAtSeqLenAndRejectsBadIds) {
   ModelConfig c = tiny();
   c.seq_len = 8;

@@ -76,7 +76,8 @@ int run_score(const ScoreOptions& o) {
   for (int64_t r = mine.begin; r < mine.end; r += B) {
     const int nb = int(std::min<int64_t>(B, mine.end - r));
     rows.fill(r, nb, tok.data(), lab.data(), seg.data());
-    const LossStats s = m.forward({nb, tok.data(), lab.data(), seg.data()});
+    const LossStats s =
+        m.forward({nb, tok.data(), lab.data(), seg.data(), 0, /*same_weights=*/r > mine.begin});
     sums[0] += s.ce * double(s.tokens);
     sums[1] += s.z * double(s.tokens);
     sums[2] += double(s.tokens);

@@ -70,7 +70,9 @@ std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, in
     if (first > last) first = last;
   }
 
-  RowPacker packer(B, S, [&](const Batch& batch, const int64_t* owner) {
+  bool converted = false;  // the weights' bf16 copy: made by the first forward, then reused
+  RowPacker packer(B, S, [&](Batch batch, const int64_t* owner) {
+    batch.same_weights = std::exchange(converted, true);
     m.forward(batch);
     const float* ce = m.token_ce();
     uint64_t scored = 0;

@@ -6,6 +6,7 @@
 // Conventions: row-major; weights are [in, out] and applied as y = x @ W; `rows` counts tokens;
 // backward functions *overwrite* input gradients (dx) and *accumulate* into weight gradients (dw).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,9 @@ namespace marin::kernels {
 using i64 = int64_t;
 
 // ---- compute dtype of the float GEMMs (cpu/gemm.cpp) ----
-// fp32: sgemm (oneDNN or OpenBLAS, gemm_library()). bf16: both inputs converted to bf16 (to_bf16)
-// and multiplied by oneDNN's matmul with fp32 accumulation and an fp32 result; needs a CPU oneDNN
+// fp32: sgemm (oneDNN or OpenBLAS, gemm_library()). bf16: both inputs converted to bf16 (to_bf16;
+// a weight read from its WeightCopy, below) and multiplied by oneDNN's matmul with fp32
+// accumulation and an fp32 result; needs a CPU oneDNN
 // runs bf16 matmul on (avx512_bf16; oneDNN 2.6 refuses AVX2). bf16_emulated: both inputs rounded to
 // bf16 values (round_to_bf16) and multiplied by sgemm: bf16's numerics on any CPU, slower than fp32
 // (the rounding pass), for tests. A product of two bf16 values is exact in fp32, so the emulation
@@ -100,6 +102,47 @@ void round_to_bf16(const float* x, float* y, i64 n);
 void to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, uint16_t* y);
 void round_to_bf16_rows(const float* x, i64 rows, i64 cols, i64 ld, float* y);
 void from_bf16(const uint16_t* x, float* y, i64 n);  // exact
+// y[N] = alpha · x[K] @ W[K,N] + beta · y (W row k at W + k·ldw; beta = 0: y is not read), x and
+// W bf16, products and sums in fp32, each column summed over k in order: the same bits on
+// every target and thread count (cpu/gemv_bf16.cpp). The bf16 GEMM of one row.
+void gemv_bf16(i64 N, i64 K, float alpha, const uint16_t* x, const uint16_t* W, i64 ldw, float beta,
+               float* y);
+
+// ---- a bf16 copy of the weights (cpu/weight_copy.cpp) ----
+// The bf16 GEMMs convert both inputs at every call, so a weight read by many products (the
+// forward and backward of every micro-batch of a step, every decoded token) was converted as
+// many times. A WeightCopy covers one fp32 buffer (a model's parameters): refresh() converts all
+// of it in the compute dtype of that moment (bf16 values for bf16, bf16-rounded floats for
+// bf16-emulated, nothing for fp32), and from then on every GEMM in that dtype whose input lies
+// wholly inside the buffer reads the copy at the same offsets and strides instead of converting
+// the input: the same values, so the same bits. The owner calls refresh() whenever the buffer may
+// have changed before its next product (Model: at every forward() unless the batch says its
+// weights are the last forward's, and at the first token a decoder runs). Registered for the
+// GEMMs from construction to destruction; the buffer must not move meanwhile. On oneDNN's bf16
+// matmul a weight is read in the blocked layout the library asks for (reordered from the copy
+// once per refresh): a weight in its plain layout is re-packed at every call, which made a
+// one-row product (a decoded token) slower in bf16 than in fp32.
+namespace cpu {
+struct WeightCopies;
+}
+class WeightCopy {
+ public:
+  WeightCopy(const float* data, i64 n);
+  ~WeightCopy();
+  WeightCopy(const WeightCopy&) = delete;
+  WeightCopy& operator=(const WeightCopy&) = delete;
+  void refresh();
+
+ private:
+  friend struct cpu::WeightCopies;  // the GEMMs' look-up (cpu/weight_copy.hpp)
+  struct Layouts;                   // the copy in the GEMM library's own layouts, made on first use
+  const float* data_;
+  i64 n_;
+  Dtype dtype_ = Dtype::fp32;  // of the last refresh(); fp32: no copy
+  std::vector<uint16_t> bf16_;
+  std::vector<float> rounded_;
+  std::unique_ptr<Layouts> layouts_;
+};
 
 // ---- normalisation (cpu/norm.cpp) ----
 // y = x / sqrt(mean(x^2) + eps) * g   (g == nullptr: no gain). rstd[rows] is saved for backward.

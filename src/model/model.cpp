@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/limits.hpp"
@@ -54,6 +55,8 @@ Model<T>::Model(const ModelConfig& c, int max_batch, dist::Comm* experts, ModelU
       params_(admitted_params(table_, c, max_batch, use)),
       grads_(use == ModelUse::Training ? table_.total() : 0),
       bind_{table_, params_.data(), grads_.size() ? grads_.data() : nullptr} {
+  if constexpr (std::is_same_v<T, float>)
+    weight_copy_ = std::make_unique<kernels::WeightCopy>(params_.data(), table_.total());
   const i64 rows = i64(max_batch) * S_, d = c.hidden_dim, r = c.gated_norm_rank;
   embed_norm_ = GatedRMSNorm<T>(bind_, "embed.norm", "embed.gnorm", d, r, rows);
   final_norm_ = GatedRMSNorm<T>(bind_, "final.norm", "final.gnorm", d, r, rows);
@@ -137,6 +140,7 @@ LossStats Model<T>::forward(const Batch& b) {
   const int64_t norm = b.norm_tokens > 0 ? b.norm_tokens : count;
   inv_count_ = norm > 0 ? 1.0 / double(norm) : 0.0;
 
+  if (!b.same_weights) refresh_weight_copy();
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
   kernels::embedding_fwd(param("embed.weight"), tokens_.data(), embed_.data(), rows, d);
   embed_norm_.forward(embed_.data(), hs_.data(), rows);
@@ -194,6 +198,9 @@ const T* Model<T>::decode(int32_t token, DecodeCache<T>& cache) {
     fail("position {} is past the model's context (seq_len {})", cache.pos, cfg_.seq_len);
   MARIN_CHECK(cache.layers.size() == blocks_.size() && i64(cache.logits.size()) == V,
               "decode: the cache was built for another model ({} layers)", cache.layers.size());
+  // A decoder's weights never change while it runs (eval/sampler.hpp): converted at its first
+  // token, read by the rest.
+  if (cache.pos == 0) refresh_weight_copy();
   kernels::embedding_fwd(param("embed.weight"), &token, cache.x.data(), 1, d);
   T* h = cache.h.data();
   T* h2 = cache.h2.data();

@@ -25,6 +25,10 @@ struct Batch {
   // ranks and micro-batches pass the global batch's count, so their losses and gradients add
   // up to those of the whole batch.
   int64_t norm_tokens = 0;
+  // The weights are those of the previous forward (a step's later micro-batches, the later
+  // batches of an evaluation): its bf16 copy of them (kernels::WeightCopy) is reused, not
+  // converted again. Never set it after the weights changed.
+  bool same_weights = false;
 };
 
 struct LossStats {
@@ -113,6 +117,11 @@ class Model {
   ParamTable table_;
   int max_batch_, S_, B_ = 0;
   Buffer<T> params_, grads_, source_grads_;
+  // float: the bf16 copy of params_ the compute-dtype GEMMs read (null for double).
+  std::unique_ptr<kernels::WeightCopy> weight_copy_;
+  void refresh_weight_copy() {
+    if (weight_copy_) weight_copy_->refresh();
+  }
   Binder<T> bind_;
   GatedRMSNorm<T> embed_norm_, final_norm_;
   std::vector<std::unique_ptr<Block<T>>> blocks_;

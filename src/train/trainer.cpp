@@ -476,7 +476,7 @@ LossStats Trainer::forward_backward(bool backward) {
     const int64_t unit = int64_t(w) * comm_->size() + comm_->rank();
     const size_t at = size_t(unit * micro_ * S);
     const LossStats s = model_->forward(
-        {micro_, tokens_.data() + at, labels_.data() + at, seg_.data() + at, scored});
+        {micro_, tokens_.data() + at, labels_.data() + at, seg_.data() + at, scored, w > 0});
     sum.loss += s.loss, sum.ce += s.ce, sum.z += s.z;
     if (!backward) continue;
     for (int64_t l = 0; l < opt_.model.num_layers; ++l) {

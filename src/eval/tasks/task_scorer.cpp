@@ -165,8 +165,10 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
   const int B = m.max_batch();
   std::vector<LLResult> out(reqs.size());
-  RowPacker packer(B, S, [&](const Batch& batch, const int64_t* owner) {
+  bool converted = false;  // the weights' bf16 copy: made by the first forward, then reused
+  RowPacker packer(B, S, [&](Batch batch, const int64_t* owner) {
     if (forwards++ % ranks != rank) return;
+    batch.same_weights = std::exchange(converted, true);
     m.forward(batch);
     const float* ce = m.token_ce();
     const float* logits = m.logits();

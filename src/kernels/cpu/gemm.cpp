@@ -12,10 +12,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/weight_copy.hpp"
 #include "kernels/kernels.hpp"
 
 namespace marin::kernels {
@@ -57,22 +60,36 @@ struct Stored {
   i64 rows, cols;
 };
 
-// The emulation: inputs rounded to bf16 values, packed, then the fp32 GEMM.
+// An input of a bf16 GEMM as the product reads it (E: uint16_t bf16 values, or bf16-rounded
+// floats for the emulation): the weight copy where one holds it, at its own strides, else
+// converted into the calling thread's scratch buffer `slot`, packed.
+template <class E>
+struct Bf16Input {
+  const E* p;
+  i64 ld;
+};
+template <class E>
+Bf16Input<E> bf16_input(const float* x, Stored s, i64 ld, int slot) {
+  constexpr Dtype d = std::is_same_v<E, uint16_t> ? Dtype::bf16 : Dtype::bf16_emulated;
+  if (const void* copy = cpu::WeightCopies::find(x, (s.rows - 1) * ld + s.cols, d))
+    return {static_cast<const E*>(copy), ld};
+  E* y = thread_scratch<E>(slot, size_t(s.rows * s.cols));
+  if constexpr (d == Dtype::bf16)
+    to_bf16_rows(x, s.rows, s.cols, ld, y);
+  else
+    round_to_bf16_rows(x, s.rows, s.cols, ld, y);
+  return {y, s.cols};
+}
+
+// The emulation: inputs rounded to bf16 values, then the fp32 GEMM.
 void gemm_emulated(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
-  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
-  float* a = thread_scratch<float>(0, size_t(sa.rows * sa.cols));
-  float* b = thread_scratch<float>(1, size_t(sb.rows * sb.cols));
-  round_to_bf16_rows(A, sa.rows, sa.cols, lda, a);
-  round_to_bf16_rows(B, sb.rows, sb.cols, ldb, b);
-  sgemm(ta, tb, M, N, K, alpha, a, sa.cols, b, sb.cols, beta, C, ldc);
+  const auto a = bf16_input<float>(A, {ta ? K : M, ta ? M : K}, lda, 0);
+  const auto b = bf16_input<float>(B, {tb ? N : K, tb ? K : N}, ldb, 1);
+  sgemm(ta, tb, M, N, K, alpha, a.p, a.ld, b.p, b.ld, beta, C, ldc);
 }
 
 // ---- oneDNN bf16 matmul ----
-// A primitive per shape. oneDNN keeps created primitives in its own LRU cache (1024 by default,
-// DNNL_PRIMITIVE_CACHE_CAPACITY), so re-creating one for a shape seen before costs a look-up,
-// and the many shapes of the experts' GEMMs (one per token count) cannot grow memory without
-// bound.
 // The engine is shared; a stream per thread, as products run concurrently under
 // kernels::parallel_tasks (Newton–Schulz of an expert stack) and a stream is not for concurrent
 // use.
@@ -86,26 +103,49 @@ Dnnl& dnnl_state() {
   return d;
 }
 
-// Throws dnnl::error where oneDNN has no bf16 matmul for this CPU.
-void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
-                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
+// A product prepared for one shape: its primitive and the memory objects it runs on, whose data
+// handles are set at each call. Creating the primitive descriptor, the primitive (a look-up in
+// oneDNN's own cache) and four memory objects at every call cost as much as a one-row product
+// itself, and a decoded token of cpu-small makes some 300 of them. Kept per thread (the streams
+// are); the many row counts of the experts' products make many shapes, so the table is emptied
+// when it grows past kMaxPrepared.
+struct Shape {
+  bool ta, tb, copied;  // copied: B read from its WeightCopy, in oneDNN's blocked layout
+  i64 M, N, K, lda, ldb, ldc;
+  float alpha, beta;
+  bool operator==(const Shape& o) const {
+    return std::tie(ta, tb, copied, M, N, K, lda, ldb, ldc, alpha, beta) ==
+           std::tie(o.ta, o.tb, o.copied, o.M, o.N, o.K, o.lda, o.ldb, o.ldc, o.alpha, o.beta);
+  }
+};
+struct ShapeHash {
+  size_t operator()(const Shape& s) const {
+    size_t h = size_t(s.ta) | size_t(s.tb) << 1 | size_t(s.copied) << 2;
+    for (i64 v : {s.M, s.N, s.K, s.lda, s.ldb, s.ldc}) h = h * 1000003u ^ std::hash<i64>()(v);
+    return h * 1000003u ^ std::hash<float>()(s.alpha) ^ std::hash<float>()(s.beta) << 1;
+  }
+};
+struct Prepared {
+  dnnl::matmul prim;
+  dnnl::memory src, wei, dst, pad;  // wei: the packed input's (not used when copied)
+  dnnl::memory::desc wei_desc;      // what the primitive reads
+};
+constexpr size_t kMaxPrepared = 4096;
+
+Prepared prepare(const Shape& s, Dnnl& d) {
   using md = dnnl::memory::desc;
   using dt = dnnl::memory::data_type;
-  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
-  uint16_t* a = thread_scratch<uint16_t>(0, size_t(sa.rows * sa.cols));
-  uint16_t* b = thread_scratch<uint16_t>(1, size_t(sb.rows * sb.cols));
-  to_bf16_rows(A, sa.rows, sa.cols, lda, a);
-  to_bf16_rows(B, sb.rows, sb.cols, ldb, b);
-  // The packed inputs, transposes expressed as strides.
-  const md src_md({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
-  const md wei_md({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
-  const md dst_md({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
-  Dnnl& d = dnnl_state();
+  using dims = dnnl::memory::dims;
+  // Transposes expressed as strides; a copied weight in the layout oneDNN chooses (format any).
+  const md src_md({s.M, s.K}, dt::bf16, s.ta ? dims{1, s.lda} : dims{s.lda, 1});
+  const md wei_md = s.copied ? md({s.K, s.N}, dt::bf16, dnnl::memory::format_tag::any)
+                             : md({s.K, s.N}, dt::bf16, s.tb ? dims{1, s.ldb} : dims{s.ldb, 1});
+  const md dst_md({s.M, s.N}, dt::f32, dims{s.ldc, 1});
   dnnl::primitive_attr attr;
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
+  if (s.alpha != 1.0f) attr.set_output_scales(0, {s.alpha});
+  if (s.beta != 0.0f) {
     dnnl::post_ops po;
-    po.append_sum(beta);
+    po.append_sum(s.beta);
     attr.set_post_ops(po);
   }
   // The scratchpad is ours, reused from call to call: left to the library, oneDNN allocates it
@@ -113,15 +153,53 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   // cpu-small bf16 training step (perf, Zen 5).
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, d.engine);
-  const dnnl::matmul prim(pd);
-  const md scratch_md = pd.scratchpad_desc();
-  uint8_t* scratch = thread_scratch<uint8_t>(0, scratch_md.get_size());
-  dnnl::memory src(src_md, d.engine, a), wei(wei_md, d.engine, b), dst(dst_md, d.engine, C),
-      pad(scratch_md, d.engine, scratch);
-  prim.execute(d.stream, {{DNNL_ARG_SRC, src},
-                          {DNNL_ARG_WEIGHTS, wei},
-                          {DNNL_ARG_DST, dst},
-                          {DNNL_ARG_SCRATCHPAD, pad}});
+  // Memory objects made with no data; each call sets their handles.
+  return {dnnl::matmul(pd),
+          dnnl::memory(src_md, d.engine, nullptr),
+          dnnl::memory(pd.weights_desc(), d.engine, nullptr),
+          dnnl::memory(dst_md, d.engine, nullptr),
+          dnnl::memory(pd.scratchpad_desc(), d.engine, nullptr),
+          pd.weights_desc()};
+}
+
+// Throws dnnl::error where oneDNN has no bf16 matmul for this CPU.
+void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
+                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
+  const auto a = bf16_input<uint16_t>(A, {ta ? K : M, ta ? M : K}, lda, 0);
+  const Stored sb{tb ? N : K, tb ? K : N};
+  if (M == 1 && !tb) {  // one row (a decoded token): our gemv, free of oneDNN's cost a call
+    const auto b = bf16_input<uint16_t>(B, sb, ldb, 1);
+    gemv_bf16(N, K, alpha, a.p, b.p, b.ld, beta, C);
+    return;
+  }
+  Dnnl& d = dnnl_state();
+  const bool copied =
+      cpu::WeightCopies::find(B, (sb.rows - 1) * ldb + sb.cols, Dtype::bf16) != nullptr;
+  Bf16Input<uint16_t> b{nullptr, ldb};
+  if (!copied) b = bf16_input<uint16_t>(B, sb, ldb, 1);
+  thread_local std::unordered_map<Shape, Prepared, ShapeHash> prepared;
+  const Shape shape{ta, tb, copied, M, N, K, a.ld, b.ld, ldc, alpha, beta};
+  auto it = prepared.find(shape);
+  if (it == prepared.end()) {
+    if (prepared.size() >= kMaxPrepared) prepared.clear();
+    it = prepared.emplace(shape, prepare(shape, d)).first;
+  }
+  Prepared& p = it->second;
+  // oneDNN's memory objects take non-const handles; the inputs are only read.
+  dnnl::memory wei = p.wei;
+  if (copied) {
+    wei = cpu::WeightCopies::blocked(B, tb, K, N, ldb, p.wei_desc, d.engine, d.stream);
+    MARIN_CHECK(wei, "the bf16 copy of a weight vanished during its product");
+  } else {
+    wei.set_data_handle(const_cast<uint16_t*>(b.p));
+  }
+  p.src.set_data_handle(const_cast<uint16_t*>(a.p));
+  p.dst.set_data_handle(C);
+  p.pad.set_data_handle(thread_scratch<uint8_t>(0, p.pad.get_desc().get_size()));
+  p.prim.execute(d.stream, {{DNNL_ARG_SRC, p.src},
+                            {DNNL_ARG_WEIGHTS, wei},
+                            {DNNL_ARG_DST, p.dst},
+                            {DNNL_ARG_SCRATCHPAD, p.pad}});
   d.stream.wait();
 }
 

@@ -1,0 +1,114 @@
+// kernels::WeightCopy: the bf16 conversion of a model's weights, once per change of the weights
+// instead of at every product. The live copies are kept in a list the GEMMs search (a handful:
+// one per model of the process); the list is read under a shared lock, as products run
+// concurrently under parallel_tasks. The blocked layouts of one copy are made by whichever
+// product first needs them, under that copy's own lock.
+#include "kernels/cpu/weight_copy.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace marin::kernels {
+
+namespace {
+std::shared_mutex g_mutex;
+std::vector<const WeightCopy*> g_copies;
+}  // namespace
+
+// A weight's blocked layout per (offset, transposed, K, N): the forward reads W [in,out], the
+// backward Wᵀ, and oneDNN picks its layout from K and N alone (measured: the same for every row
+// count and with or without the beta post-op), so a weight holds at most two.
+struct WeightCopy::Layouts {
+  struct Key {
+    i64 offset, K, N;
+    bool tb;
+    bool operator==(const Key& o) const {
+      return std::tie(offset, K, N, tb) == std::tie(o.offset, o.K, o.N, o.tb);
+    }
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      return std::hash<i64>()(k.offset * 2 + k.tb) ^ (std::hash<i64>()(k.K * 65599 + k.N) << 1);
+    }
+  };
+  std::mutex mutex;
+  std::unordered_map<Key, dnnl::memory, Hash> blocked;
+};
+
+WeightCopy::WeightCopy(const float* data, i64 n)
+    : data_(data), n_(n), layouts_(std::make_unique<Layouts>()) {
+  std::unique_lock lock(g_mutex);
+  g_copies.push_back(this);
+}
+
+WeightCopy::~WeightCopy() {
+  std::unique_lock lock(g_mutex);
+  g_copies.erase(std::find(g_copies.begin(), g_copies.end(), this));
+}
+
+void WeightCopy::refresh() {
+  const Dtype d = compute_dtype();
+  std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
+  dtype_ = d;
+  layouts_->blocked.clear();
+  switch (d) {
+    case Dtype::fp32:  // the fp32 GEMMs read the weights themselves
+      return;
+    case Dtype::bf16:
+      bf16_.resize(size_t(n_));
+      to_bf16(data_, bf16_.data(), n_);
+      return;
+    case Dtype::bf16_emulated:
+      rounded_.resize(size_t(n_));
+      round_to_bf16(data_, rounded_.data(), n_);
+      return;
+  }
+}
+
+namespace cpu {
+
+const WeightCopy* WeightCopies::holder(const float* p, int64_t extent, Dtype d) {
+  for (const WeightCopy* c : g_copies)
+    if (c->dtype_ == d && d != Dtype::fp32 && p >= c->data_ && p + extent <= c->data_ + c->n_)
+      return c;
+  return nullptr;
+}
+
+const void* WeightCopies::find(const float* p, int64_t extent, Dtype d) {
+  std::shared_lock lock(g_mutex);
+  const WeightCopy* c = holder(p, extent, d);
+  if (!c) return nullptr;
+  const i64 at = p - c->data_;
+  return d == Dtype::bf16 ? static_cast<const void*>(c->bf16_.data() + at)
+                          : static_cast<const void*>(c->rounded_.data() + at);
+}
+
+dnnl::memory WeightCopies::blocked(const float* p, bool tb, int64_t K, int64_t N, int64_t ldb,
+                                   const dnnl::memory::desc& want, const dnnl::engine& engine,
+                                   dnnl::stream& stream) {
+  std::shared_lock lock(g_mutex);
+  const int64_t rows = tb ? N : K, cols = tb ? K : N;
+  const WeightCopy* c = holder(p, (rows - 1) * ldb + cols, Dtype::bf16);
+  if (!c) return {};
+  WeightCopy::Layouts& l = *c->layouts_;
+  const WeightCopy::Layouts::Key key{p - c->data_, K, N, tb};
+  std::lock_guard guard(l.mutex);
+  auto it = l.blocked.find(key);
+  if (it != l.blocked.end() && it->second.get_desc() == want) return it->second;
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc plain({K, N}, dnnl::memory::data_type::bf16,
+                                 tb ? dims{1, ldb} : dims{ldb, 1});
+  dnnl::memory from(plain, engine, const_cast<uint16_t*>(c->bf16_.data() + key.offset));
+  dnnl::memory to(want, engine);  // oneDNN allocates and owns it
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+  return l.blocked[key] = to;
+}
+
+}  // namespace cpu
+
+}  // namespace marin::kernels
