@@ -357,15 +357,15 @@ TEST(SampleCli, GeneratesTextAndNamesAMissingTokenizer) {
 }
 
 // `marin bench --decode` times the decoder `marin sample` uses: a prompt, then one token at a
-// time, fp32 under auto (one-row products), lengths that fit by default; a prompt and continuation
-// that do not fit are refused.
+// time, in auto's dtype (bf16 where the CPU runs it, as for every command), lengths that fit by
+// default; a prompt and continuation that do not fit are refused.
 TEST(SampleCli, BenchDecodeTimesTheDecoder) {
   auto r = marin::testing::run(
       "bench --decode --preset tiny --prompt-tokens 8 --max-tokens 16 --iters 1 --warmup 0 "
       "--threads 1 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-  EXPECT_EQ(j["dtype"], "fp32");
+  EXPECT_EQ(j["dtype"], kernels::bf16_gemm_supported() ? "bf16" : "fp32");
   EXPECT_EQ(j["prompt_tokens"].get<int64_t>(), 8);
   EXPECT_EQ(j["max_tokens"].get<int64_t>(), 16);
   EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);

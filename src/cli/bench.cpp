@@ -218,8 +218,7 @@ int bench_model(BenchOptions o) {
   const double job_bf16_peak = world.allreduce(kernels::measure_bf16_peak(threads).gflops);
   const int64_t n = int64_t(o.batch) * c.seq_len;  // tokens per step (global under mpirun)
   // The compute dtype as the trainer resolves it (the fallback's message once, on rank 0).
-  o.dtype.decoding = o.decode;
-  const kernels::DtypeChoice dtype = kernels::resolve_dtype(o.dtype.request());
+  const kernels::DtypeChoice dtype = kernels::resolve_dtype(o.dtype.dtype);
   if (!dtype.message.empty() && world.is_root()) fmt::print(stderr, "{}\n", dtype.message);
   kernels::set_compute_dtype(dtype.dtype);
   nlohmann::json j = {{"preset", o.model.preset},
@@ -382,8 +381,7 @@ MARIN_COMMAND(
                    "time the full training step as marin train runs it (data parallel "
                    "under mpirun) and Newton–Schulz");
       app.add_flag("--decode", o->decode,
-                   "time incremental decoding as marin sample runs it (batch 1; "
-                   "--dtype auto is fp32 there)");
+                   "time incremental decoding as marin sample runs it (batch 1)");
       app.add_option("--prompt-tokens", o->prompt_tokens,
                      "--decode: prompt length in tokens (default 64, at most a quarter of "
                      "seq_len)");

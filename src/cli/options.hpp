@@ -80,24 +80,15 @@ CLI::Option* add_deprecated(CLI::App& app, const std::string& old_flag, const st
 // it in its option table with the same name and help): what the GEMMs compute in.
 struct DtypeOption {
   std::string dtype = "auto";
-  // Decoding (sample) multiplies one row at a time: converting a weight matrix to bf16 for one
-  // row costs more than the bf16 product saves (measured: 260 vs 580 tokens/s on a Zen 5), so
-  // there auto means fp32.
-  bool decoding = false;
   void add(CLI::App& app) {
-    const std::string help = decoding ? std::string(kernels::kDtypeHelp) +
-                                            "; for decoding, auto is fp32 (one row at a time)"
-                                      : std::string(kernels::kDtypeHelp);
-    app.add_option("--dtype", dtype, help)
+    app.add_option("--dtype", dtype, kernels::kDtypeHelp)
         ->check(CLI::IsMember({"auto", "fp32", "bf16", "bf16-emulated"}))
         ->default_val("auto");
   }
   // Resolves the request on this CPU (the fallback's one line on stderr) and sets it for every
   // GEMM of the process; returns what it computes in.
-  // What is asked of resolve_dtype: the option, with decoding's auto as fp32.
-  std::string request() const { return decoding && dtype == "auto" ? "fp32" : dtype; }
   kernels::Dtype apply() const {
-    const kernels::DtypeChoice c = kernels::resolve_dtype(request());
+    const kernels::DtypeChoice c = kernels::resolve_dtype(dtype);
     if (!c.message.empty()) fmt::print(stderr, "{}\n", c.message);
     kernels::set_compute_dtype(c.dtype);
     return c.dtype;

@@ -141,7 +141,6 @@ MARIN_COMMAND(sample, "sample",
                     ->capture_default_str();
                 app.add_option("--seed", o->seed, "sampling seed")->capture_default_str();
                 app.add_flag("--allow-nonfinite", o->allow_nonfinite, kAllowNonfiniteHelp);
-                o->dtype.decoding = true;
                 o->dtype.add(app);
                 return [o] { return run_sample(*o); };
               });
