@@ -139,6 +139,7 @@ class WeightCopy {
   const float* data_;
   i64 n_;
   Dtype dtype_ = Dtype::fp32;  // of the last refresh(); fp32: no copy
+  uint64_t refreshes_ = 0;     // the blocked layouts made since the last refresh are current
   std::vector<uint16_t> bf16_;
   std::vector<float> rounded_;
   std::unique_ptr<Layouts> layouts_;

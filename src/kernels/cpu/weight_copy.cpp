@@ -21,7 +21,9 @@ std::vector<const WeightCopy*> g_copies;
 
 // A weight's blocked layout per (offset, transposed, K, N): the forward reads W [in,out], the
 // backward Wᵀ, and oneDNN picks its layout from K and N alone (measured: the same for every row
-// count and with or without the beta post-op), so a weight holds at most two.
+// count and with or without the beta post-op), so a weight holds at most two. Their memory is
+// kept from refresh to refresh and reordered into again at the first use after one: allocating
+// it afresh every step cost the kernel's zeroing and mapping of ~120 MB of pages in cpu-small.
 struct WeightCopy::Layouts {
   struct Key {
     i64 offset, K, N;
@@ -35,8 +37,12 @@ struct WeightCopy::Layouts {
       return std::hash<i64>()(k.offset * 2 + k.tb) ^ (std::hash<i64>()(k.K * 65599 + k.N) << 1);
     }
   };
+  struct Blocked {
+    dnnl::memory memory;
+    uint64_t refresh;  // the refresh whose weights it holds
+  };
   std::mutex mutex;
-  std::unordered_map<Key, dnnl::memory, Hash> blocked;
+  std::unordered_map<Key, Blocked, Hash> blocked;
 };
 
 WeightCopy::WeightCopy(const float* data, i64 n)
@@ -54,7 +60,7 @@ void WeightCopy::refresh() {
   const Dtype d = compute_dtype();
   std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
   dtype_ = d;
-  layouts_->blocked.clear();
+  ++refreshes_;
   switch (d) {
     case Dtype::fp32:  // the fp32 GEMMs read the weights themselves
       return;
@@ -98,15 +104,17 @@ dnnl::memory WeightCopies::blocked(const float* p, bool tb, int64_t K, int64_t N
   const WeightCopy::Layouts::Key key{p - c->data_, K, N, tb};
   std::lock_guard guard(l.mutex);
   auto it = l.blocked.find(key);
-  if (it != l.blocked.end() && it->second.get_desc() == want) return it->second;
+  const bool kept = it != l.blocked.end() && it->second.memory.get_desc() == want;
+  if (kept && it->second.refresh == c->refreshes_) return it->second.memory;
+  dnnl::memory to = kept ? it->second.memory : dnnl::memory(want, engine);  // oneDNN owns it
   using dims = dnnl::memory::dims;
   const dnnl::memory::desc plain({K, N}, dnnl::memory::data_type::bf16,
                                  tb ? dims{1, ldb} : dims{ldb, 1});
   dnnl::memory from(plain, engine, const_cast<uint16_t*>(c->bf16_.data() + key.offset));
-  dnnl::memory to(want, engine);  // oneDNN allocates and owns it
   dnnl::reorder(from, to).execute(stream, from, to);
   stream.wait();
-  return l.blocked[key] = to;
+  l.blocked[key] = {to, c->refreshes_};
+  return to;
 }
 
 }  // namespace cpu
