@@ -120,8 +120,7 @@ void gemv_bf16(i64 N, i64 K, float alpha, const uint16_t* x, const uint16_t* W, 
 // weights are the last forward's, and at the first token a decoder runs). Registered for the
 // GEMMs from construction to destruction; the buffer must not move meanwhile. On oneDNN's bf16
 // matmul a weight is read in the blocked layout the library asks for (reordered from the copy
-// once per refresh): a weight in its plain layout is re-packed at every call, which made a
-// one-row product (a decoded token) slower in bf16 than in fp32.
+// once per refresh): a weight in its plain layout is re-packed at every call.
 namespace cpu {
 struct WeightCopies;
 }

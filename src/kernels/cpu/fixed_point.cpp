@@ -96,11 +96,8 @@ HWY_EXPORT(FixedPointToFloat);
 float max_abs(const float* x, i64 n) {
   const auto kernel = HWY_DYNAMIC_DISPATCH(cpu::MaxAbs);
   if (n < cpu::kParallelMin) return kernel(x, n);
-  constexpr i64 kBlock = 4096;
-  std::vector<float> part(size_t((n + kBlock - 1) / kBlock));
-  cpu::parallel_for(i64(part.size()), true, [&](i64 k) {
-    part[size_t(k)] = kernel(x + k * kBlock, std::min(kBlock, n - k * kBlock));
-  });
+  std::vector<float> part(size_t(cpu::blocks_of(n)));
+  cpu::for_blocks(n, [&](i64 b, i64 len) { part[size_t(b / cpu::kBlock)] = kernel(x + b, len); });
   return *std::max_element(part.begin(), part.end());
 }
 

@@ -127,8 +127,9 @@ struct ShapeHash {
 };
 struct Prepared {
   dnnl::matmul prim;
-  dnnl::memory src, wei, dst, pad;  // wei: the packed input's (not used when copied)
-  dnnl::memory::desc wei_desc;      // what the primitive reads
+  // wei: a packed weight's memory; a copied weight is read from its blocked layout instead,
+  // whose desc is wei.get_desc().
+  dnnl::memory src, wei, dst, pad;
 };
 constexpr size_t kMaxPrepared = 4096;
 
@@ -154,12 +155,10 @@ Prepared prepare(const Shape& s, Dnnl& d) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, d.engine);
   // Memory objects made with no data; each call sets their handles.
-  return {dnnl::matmul(pd),
-          dnnl::memory(src_md, d.engine, nullptr),
+  return {dnnl::matmul(pd), dnnl::memory(src_md, d.engine, nullptr),
           dnnl::memory(pd.weights_desc(), d.engine, nullptr),
           dnnl::memory(dst_md, d.engine, nullptr),
-          dnnl::memory(pd.scratchpad_desc(), d.engine, nullptr),
-          pd.weights_desc()};
+          dnnl::memory(pd.scratchpad_desc(), d.engine, nullptr)};
 }
 
 // Throws dnnl::error where oneDNN has no bf16 matmul for this CPU.
@@ -188,7 +187,7 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   // oneDNN's memory objects take non-const handles; the inputs are only read.
   dnnl::memory wei = p.wei;
   if (copied) {
-    wei = cpu::WeightCopies::blocked(B, tb, K, N, ldb, p.wei_desc, d.engine, d.stream);
+    wei = cpu::WeightCopies::blocked(B, tb, K, N, ldb, p.wei.get_desc(), d.engine, d.stream);
     MARIN_CHECK(wei, "the bf16 copy of a weight vanished during its product");
   } else {
     wei.set_data_handle(const_cast<uint16_t*>(b.p));

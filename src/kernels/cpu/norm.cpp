@@ -22,7 +22,7 @@ namespace {
 
 template <class T>
 void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, double eps) {
-  [[maybe_unused]] const bool par = rows * dim >= cpu::kParallelMin;  // unused without OpenMP
+  const bool par = rows * dim >= cpu::kParallelMin;
   cpu::parallel_for(rows, par, [&](i64 r) {
     const T* xr = x + r * dim;
     T* yr = y + r * dim;
@@ -46,7 +46,7 @@ void rmsnorm_fwd_t(const T* x, const T* g, T* y, T* rstd, i64 rows, i64 dim, dou
 template <class T>
 void rmsnorm_bwd_t(const T* dy, const T* x, const T* g, const T* rstd, T* dx, T* dg, i64 rows,
                    i64 dim) {
-  [[maybe_unused]] const bool par = rows * dim >= cpu::kParallelMin;  // unused without OpenMP
+  const bool par = rows * dim >= cpu::kParallelMin;
   cpu::parallel_for(rows, par, [&](i64 r) {
     const T* xr = x + r * dim;
     const T* dyr = dy + r * dim;

@@ -45,7 +45,7 @@ template <class T>
 void sconv_bwd_t(const T* dy, const T* x, const T* w, const int32_t* seg, T* dx, T* dw, int B,
                  int S, int C, int k) {
   const i64 rows = i64(B) * S;
-  [[maybe_unused]] const bool par = rows * C >= cpu::kParallelMin;  // unused without OpenMP
+  const bool par = rows * C >= cpu::kParallelMin;
   cpu::parallel_for(rows, par, [&](i64 bt) {
     const i64 t = bt % S;
     T* dxr = dx + bt * C;

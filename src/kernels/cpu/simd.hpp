@@ -42,12 +42,17 @@ inline void parallel_for(long long n, bool parallel, F body) {
   for (long long i = 0; i < n; ++i) body(i);
 }
 
+// The block of for_blocks, and how many blocks n elements make.
+inline constexpr long long kBlock = 4096;
+inline constexpr long long blocks_of(long long n) {
+  return (n + kBlock - 1) / kBlock;
+}
+
 // fn(begin, length) over blocks of an element-wise kernel's n elements, on the compute threads
 // when n is large. Elements are independent, so the split cannot change a result.
 template <class F>
 inline void for_blocks(long long n, F fn) {
-  constexpr long long kBlock = 4096;
-  parallel_for((n + kBlock - 1) / kBlock, n >= kParallelMin,
+  parallel_for(blocks_of(n), n >= kParallelMin,
                [&](long long k) { fn(k * kBlock, std::min(kBlock, n - k * kBlock)); });
 }
 
