@@ -72,8 +72,9 @@ bool bf16_gemm_supported(std::string* why = nullptr);
 // which some environments set to Haswell: AVX2 on an AVX-512 CPU). Measured per shape in
 // docs/benchmarks.md: oneDNN 1.6-2.0x OpenBLAS-Haswell on every cpu-small product of a Zen 5.
 // The choice is fixed for the process (never by timing: two processes of one run, a resume or
-// another rank, must compute the same bits): MARIN_GEMM=openblas|onednn, else onednn. syrk and
-// double stay on OpenBLAS.
+// another rank, must compute the same bits): MARIN_GEMM=openblas|onednn, else onednn. double
+// stays on OpenBLAS; so does fp32 syrk, except where OpenBLAS runs below the CPU's width (an
+// AVX-512 CPU told a non-AVX-512 core): there it is oneDNN's full product, mirrored.
 enum class GemmLibrary { onednn, openblas };
 const char* gemm_library_name(GemmLibrary g);  // "onednn", "openblas"
 GemmLibrary gemm_library();                    // read once from MARIN_GEMM

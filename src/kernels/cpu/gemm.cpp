@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -344,12 +345,33 @@ void mirror_upper(T* C, i64 n, i64 ldc) {
   for (i64 i = 1; i < n; ++i)
     for (i64 j = 0; j < i; ++j) C[i * ldc + j] = C[j * ldc + i];
 }
+
+// syrk halves a product's work, but OpenBLAS runs the kernels of the core it is told, and some
+// environments tell it Haswell (AVX2) on an AVX-512 CPU: there oneDNN's full product at the
+// CPU's width is the faster of the two (Newton–Schulz of 32 experts' 128×128 matrices, one
+// Zen 5 thread: syrk 12.6 ms, full products 10.3 ms; even OpenBLAS's AVX-512 syrk takes 10.1).
+// Fixed for the process, like the GEMM library.
+bool syrk_as_full_product() {
+  static const bool full = [] {
+    if (gemm_library() != GemmLibrary::onednn || !__builtin_cpu_supports("avx512f")) return false;
+    const std::string core = openblas_get_corename();
+    return core != "SkylakeX" && core != "Cooperlake" && core != "SapphireRapids";
+  }();
+  return full;
+}
 }  // namespace
 
 template <class T>
 void syrk(bool trans, i64 n, i64 k, T alpha, const T* A, i64 lda, T beta, T* C, i64 ldc) {
   if (n == 0) return;
   const CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    if (syrk_as_full_product()) {
+      sgemm(trans, !trans, n, n, k, alpha, A, lda, A, lda, beta, C, ldc);
+      mirror_upper(C, n, ldc);  // symmetric to the bit, as OpenBLAS's is
+      return;
+    }
+  }
   if constexpr (std::is_same_v<T, float>)
     cblas_ssyrk(CblasRowMajor, CblasUpper, t, n, k, alpha, A, lda, beta, C, ldc);
   else
