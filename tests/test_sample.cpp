@@ -197,6 +197,50 @@ TEST(WeightCopy, ForwardAndDecodingComputeWithTheWeightsOfTheMoment) {
   }
 }
 
+// The copy's memory is counted before the model allocates (Model::weight_copy_bytes_bound, in
+// the compute dtype in force when it is made): what a training step and an inference forward of
+// `tiny` make stays within it, and the bound is less than twice what they make, in every dtype
+// (none in fp32); a refresh in another dtype frees the last one's copy; and a model refused for
+// its memory names the copy among what it needed.
+TEST(WeightCopy, HoldsNoMoreThanTheModelAdmitted) {
+  const ModelConfig c = tiny();
+  std::vector<kernels::Dtype> dtypes = {kernels::Dtype::fp32, kernels::Dtype::bf16_emulated};
+  if (kernels::bf16_gemm_supported()) dtypes.push_back(kernels::Dtype::bf16);
+  const int B = 2;
+  std::vector<int32_t> tokens(size_t(B * c.seq_len)), labels(tokens.size());
+  Rng rng(4);
+  for (auto& t : tokens) t = int32_t(rng.next_u64() % uint64_t(c.vocab_size));
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) labels[i] = tokens[i + 1];
+  const Batch b{B, tokens.data(), labels.data(), nullptr};
+  for (const kernels::Dtype d : dtypes)
+    for (const ModelUse use : {ModelUse::Training, ModelUse::Inference}) {
+      SCOPED_TRACE(fmt::format("{}, {}", kernels::dtype_name(d),
+                               use == ModelUse::Training ? "training" : "inference"));
+      const kernels::DtypeScope scope(d);
+      Model<float> m(c, B, use);
+      perturb(m, 5);
+      m.forward(b);
+      if (use == ModelUse::Training) m.backward();
+      const int64_t held = m.weight_copy_bytes(),
+                    bound = Model<float>::weight_copy_bytes_bound(m.table(), d, use);
+      EXPECT_LE(held, bound);
+      EXPECT_LT(bound, 2 * held + 1);
+      const int64_t copy = kernels::WeightCopy::copy_bytes(d, m.table().total());
+      if (d == kernels::Dtype::bf16)
+        EXPECT_GT(held, copy) << "no blocked layouts were made";
+      else
+        EXPECT_EQ(held, copy);
+      {
+        const kernels::DtypeScope fp32(kernels::Dtype::fp32);
+        m.forward(b);
+        EXPECT_EQ(m.weight_copy_bytes(), 0) << "a refresh in fp32 kept the copy";
+      }
+    }
+  const kernels::DtypeScope emulated(kernels::Dtype::bf16_emulated);
+  const std::string e = marin::testing::error_of([&] { Model<float> m(c, 1 << 30); });
+  EXPECT_NE(e.find("their bf16-emulated copy"), std::string::npos) << e;
+}
+
 TEST(Decoder, StopsAtSeqLenAndRejectsBadIds) {
   ModelConfig c = tiny();
   c.seq_len = 8;

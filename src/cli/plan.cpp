@@ -149,6 +149,9 @@ int run_plan(const PlanOptions& o) {
   const int64_t acts = Model<float>::activation_bytes(c, int(batch));
   const int64_t total = checked("training memory bytes", inputs,
                                 [&] { return Checked(weights) + grads + opt_state + acts; });
+  // Computing in bf16 adds the weights' bf16 copy and its GEMM layouts (kernels::WeightCopy).
+  const int64_t bf16_copy = Model<float>::weight_copy_bytes_bound(
+      ParamTable(c), kernels::Dtype::bf16, ModelUse::Training);
   const int64_t tokens_per_step = batch * c.seq_len;
   const double train_flops = training_flops(c, batch, steps);
 
@@ -175,7 +178,8 @@ int run_plan(const PlanOptions& o) {
         {"gradients", grads},
         {"optimizer_state", opt_state},
         {"activations", acts},
-        {"total", total}}},
+        {"total", total},
+        {"bf16_weight_copy", bf16_copy}}},
       {"config", c.to_json()},
   };
   std::optional<ClusterPlan> cluster;
@@ -203,6 +207,8 @@ int run_plan(const PlanOptions& o) {
   fmt::print("memory (fp32)  weights {}  grads {}  optimizer {}  activations {}  total {}\n",
              bytes(double(weights)), bytes(double(grads)), bytes(double(opt_state)),
              bytes(double(acts)), bytes(double(total)));
+  fmt::print("memory (bf16)  + weight copy {} = {}\n", bytes(double(bf16_copy)),
+             bytes(double(total + bf16_copy)));
   if (cluster) print_cluster(*cluster, c);
   return 0;
 }

@@ -132,6 +132,20 @@ class WeightCopy {
   WeightCopy(const WeightCopy&) = delete;
   WeightCopy& operator=(const WeightCopy&) = delete;
   void refresh();
+  // The memory it holds now: the copy and the blocked layouts made so far.
+  i64 bytes() const;
+  // Bounds of bytes() for the memory a model admits before it allocates (Model::admitted_params,
+  // `marin plan`): the copy of n values in dtype d (bf16: 2 bytes a value, bf16-emulated: 4,
+  // fp32: none), and one blocked layout of a bf16 matrix [rows, cols], padded to oneDNN's blocks
+  // (measured on AVX-512: rows to 32 and cols to 64 — a 64 × 16 matrix takes 8 KiB, not 2 — and
+  // bounded here by 64 × 64). A model's GEMMs read a weight matrix in at most two layouts, the
+  // forward's W and the backward's Wᵀ.
+  static constexpr i64 copy_bytes(Dtype d, i64 n) {
+    return d == Dtype::bf16 ? 2 * n : d == Dtype::bf16_emulated ? 4 * n : 0;
+  }
+  static constexpr i64 layout_bytes_bound(i64 rows, i64 cols) {
+    return 2 * ((rows + 63) / 64 * 64) * ((cols + 63) / 64 * 64);
+  }
 
  private:
   friend struct cpu::WeightCopies;  // the GEMMs' look-up (cpu/weight_copy.hpp)

@@ -32,17 +32,37 @@ template <class T>
 size_t Model<T>::admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,
                                  ModelUse use) {
   if (max_batch <= 0) fail("model workspace: max_batch must be positive, got {}", max_batch);
+  const kernels::Dtype dtype = kernels::compute_dtype();
+  const int64_t copy = weight_copy_bytes_bound(table, dtype, use);
   const int64_t bytes = checked(
       "the model's memory", fmt::format("{} parameters, batch {}", table.total(), max_batch), [&] {
         const int64_t copies = use == ModelUse::Training ? 2 : 1;
-        return copies * Checked(int64_t(sizeof(T))) * table.total() +
+        return copies * Checked(int64_t(sizeof(T))) * table.total() + copy +
                activation_bytes(c, max_batch);
       });
-  require_memory(bytes, fmt::format("the model ({} of {} parameters, activations of batch {} × "
-                                    "seq_len {})",
-                                    use == ModelUse::Training ? "values and gradients" : "values",
-                                    table.total(), max_batch, c.seq_len));
+  require_memory(
+      bytes,
+      fmt::format("the model ({} of {} parameters, {}activations of batch {} × seq_len {})",
+                  use == ModelUse::Training ? "values and gradients" : "values", table.total(),
+                  copy ? fmt::format("their {} copy, ", kernels::dtype_name(dtype)) : "", max_batch,
+                  c.seq_len));
   return size_t(table.total());
+}
+
+template <class T>
+int64_t Model<T>::weight_copy_bytes_bound(const ParamTable& table, kernels::Dtype d, ModelUse use) {
+  if (!std::is_same_v<T, float>) return 0;
+  using kernels::WeightCopy;
+  return checked("the weight copy's memory", fmt::format("{} parameters", table.total()), [&] {
+    Checked b = WeightCopy::copy_bytes(d, table.total());
+    if (d != kernels::Dtype::bf16) return b;
+    const int64_t layouts = use == ModelUse::Training ? 2 : 1;
+    for (const ParamInfo& p : table.params())
+      if (p.shape.size() >= 2)
+        b += Checked(layouts) * (p.size / (p.rows() * p.cols())) *
+             WeightCopy::layout_bytes_bound(p.rows(), p.cols());
+    return b;
+  });
 }
 
 template <class T>

@@ -103,10 +103,17 @@ class Model {
   Block<T>& block(int64_t i) { return *blocks_[i]; }
   const Block<T>& block(int64_t i) const { return *blocks_[i]; }
 
+  // Bytes the bf16 copy of the weights holds now (0 in fp32 and for double).
+  int64_t weight_copy_bytes() const { return weight_copy_ ? weight_copy_->bytes() : 0; }
+
   ModelUse use() const { return grads_.size() ? ModelUse::Training : ModelUse::Inference; }
 
   // Bytes of saved activations and workspace for this model's max_batch (what `plan` reports).
   static int64_t activation_bytes(const ModelConfig& c, int batch);
+  // At most the bytes weight_copy_bytes() reaches computing in dtype d (kernels::WeightCopy's
+  // bounds over the table's matrices; 0 in fp32 and for double): counted by the memory admission
+  // in the compute dtype in force when the model is made, and reported by `plan` for bf16.
+  static int64_t weight_copy_bytes_bound(const ParamTable& table, kernels::Dtype d, ModelUse use);
 
  private:
   static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,

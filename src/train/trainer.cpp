@@ -230,7 +230,10 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
     replicas_ = comm_->split(comm_->rank() % o.ep, comm_->rank());
   }
   full_table_ = std::make_unique<ParamTable>(o.model);
-  model_ = std::make_unique<Model<float>>(o.model, micro_, experts_.get());
+  {
+    const kernels::DtypeScope in(dtype_);  // the model's memory admission counts its bf16 copy
+    model_ = std::make_unique<Model<float>>(o.model, micro_, experts_.get());
+  }
   model_->transport = o.transport;
   model_->waves = o.waves;
   model_->group = N > 1 ? comm_ : nullptr;

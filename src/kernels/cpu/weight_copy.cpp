@@ -59,6 +59,13 @@ WeightCopy::~WeightCopy() {
 void WeightCopy::refresh() {
   const Dtype d = compute_dtype();
   std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
+  // A copy of another dtype is freed: a model holds one copy, not one per dtype it has run in.
+  if (d != Dtype::bf16) {
+    std::vector<uint16_t>().swap(bf16_);
+    std::lock_guard guard(layouts_->mutex);
+    layouts_->blocked.clear();
+  }
+  if (d != Dtype::bf16_emulated) std::vector<float>().swap(rounded_);
   dtype_ = d;
   ++refreshes_;
   switch (d) {
@@ -73,6 +80,14 @@ void WeightCopy::refresh() {
       round_to_bf16(data_, rounded_.data(), n_);
       return;
   }
+}
+
+i64 WeightCopy::bytes() const {
+  std::lock_guard guard(layouts_->mutex);
+  i64 b = i64(bf16_.capacity() * sizeof(uint16_t) + rounded_.capacity() * sizeof(float));
+  for (const auto& [key, blocked] : layouts_->blocked)
+    b += i64(blocked.memory.get_desc().get_size());
+  return b;
 }
 
 namespace cpu {
