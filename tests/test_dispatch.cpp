@@ -110,10 +110,12 @@ TEST(Threads, ParallelTasksRunEachTaskOnceAndPassTheirErrorOn) {
     EXPECT_EQ(mk::task_slots(tasks), threads);
     EXPECT_EQ(mk::task_slots(1), 1);
     EXPECT_EQ(mk::task_slots(0), 1);
-    std::vector<std::atomic<int>> runs(tasks), busy(size_t(mk::task_slots(tasks)));
-    std::atomic<bool> overlap{false}, bad_slot{false};
+    const int slots = mk::task_slots(tasks);
+    std::vector<std::atomic<int>> runs(tasks), busy(static_cast<size_t>(slots));
+    std::atomic<bool> overlap{false}, bad_slot{false}, one_thread{true};
     mk::parallel_tasks(tasks, [&](int64_t t, int slot) {
-      if (slot < 0 || slot >= mk::task_slots(tasks)) return void(bad_slot = true);
+      if (mk::compute_threads() != 1) one_thread = false;  // a task's kernels run on one thread
+      if (slot < 0 || slot >= slots) return void(bad_slot = true);
       if (busy[size_t(slot)]++ != 0) overlap = true;
       runs[size_t(t)]++;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -122,6 +124,8 @@ TEST(Threads, ParallelTasksRunEachTaskOnceAndPassTheirErrorOn) {
     for (int64_t t = 0; t < tasks; ++t) EXPECT_EQ(runs[size_t(t)], 1) << "task " << t;
     EXPECT_FALSE(overlap) << threads << " threads";
     EXPECT_FALSE(bad_slot) << threads << " threads";
+    EXPECT_TRUE(one_thread) << threads << " threads";
+    EXPECT_EQ(mk::compute_threads(), threads) << "the tasks' one thread leaked out";
     try {
       mk::parallel_tasks(tasks, [&](int64_t t, int) {
         if (t == 5) marin::fail("task {} could not run", t);

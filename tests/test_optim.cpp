@@ -181,6 +181,7 @@ TEST(NewtonSchulz, BatchedIsTheSameAtEveryThreadCount) {
       EXPECT_EQ(marin::kernels::task_slots(E), std::min<i64>(E, threads));
       std::vector<float> ws(ns_batched_workspace_size(E, r, c), 7.0f), O(U.size());
       newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data());
+      EXPECT_EQ(marin::kernels::compute_threads(), threads) << "the tasks' one thread leaked out";
       out.push_back(O);
     }
     EXPECT_EQ(out[0], out[1]) << E << "x" << r << "x" << c << " at 1 and 2 threads";

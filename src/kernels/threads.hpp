@@ -20,8 +20,9 @@ bool compute_threads_chosen();
 // pieces whose products do not scale inside one GEMM (Newton–Schulz of 32 experts' 128×128
 // matrices: one GEMM on two threads runs no faster than on one). `slot` is in
 // [0, task_slots(tasks)) and no two tasks run at once on one slot, so a slot indexes per-thread
-// scratch. The kernels a task calls run single-threaded (a nested OpenMP region is inactive), so
-// each task computes the same bits at every thread count.
+// scratch (read task_slots before the call: inside a task compute_threads() is 1). The kernels a
+// task calls run single-threaded (each task sets its thread's count to 1, whatever the OpenMP
+// runtime's nesting rules), so each task computes the same bits at every thread count.
 // An exception from a task reaches the caller (the first one; tasks not yet started are skipped).
 int task_slots(int64_t tasks);  // min(tasks, compute_threads()), at least 1
 void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int slot)>& run);

@@ -45,6 +45,11 @@ void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int sl
   for (int64_t t = 0; t < tasks; ++t) {
     if (failed.load(std::memory_order_relaxed)) continue;
     try {
+      // Each task single-threaded by its own setting (this thread's, for this region only),
+      // not by the runtime's nesting rules: oneDNN, built against libgomp, ran a task's sgemm on
+      // more threads, with other bits, when the region was another runtime's (clang's libomp in
+      // the sanitizer build).
+      omp_set_num_threads(1);
       run(t, omp_get_thread_num());
     } catch (...) {
 #pragma omp critical(marin_parallel_tasks_error)
