@@ -124,6 +124,16 @@ void BM_XentFwdBwd(benchmark::State& st) {
   counters(st, 4.0 * 3 * double(rows) * V, 0);
 }
 
+// fp32 → bf16 (the bf16 GEMMs' inputs that no weight copy holds: activations, their gradients,
+// Newton–Schulz's matrices): a micro-batch's activations of d = 512 (2 rows of 512 tokens).
+void BM_ToBf16(benchmark::State& st) {
+  const size_t n = size_t(st.range(0));
+  auto x = randv(n, 1);
+  std::vector<uint16_t> y(n);
+  for (auto _ : st) mk::to_bf16(x.data(), y.data(), int64_t(n));
+  counters(st, 6.0 * n, 0);
+}
+
 }  // namespace
 
 // The exact gradient sum of one process (dist::ExactSum::reduce): four micro-batch partials of
@@ -160,4 +170,9 @@ BENCHMARK(BM_SconvFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime
 BENCHMARK(BM_SconvBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_Rope)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_ExactSum)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(BM_ToBf16)
+    ->Arg(2 * 512 * kDim)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2)
+    ->UseRealTime();
 BENCHMARK(BM_XentFwdBwd)->Arg(32768)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();

@@ -3,9 +3,11 @@
 // single-threaded with OMP_NUM_THREADS=1.
 #include <benchmark/benchmark.h>
 
+#include <string>
 #include <vector>
 
 #include "core/rng.hpp"
+#include "kernels/kernels.hpp"
 #include "optim/muonh.hpp"
 #include "optim/newton_schulz.hpp"
 
@@ -20,27 +22,36 @@ std::vector<float> randn(int64_t n, uint64_t seed) {
   return v;
 }
 
-// args: rows, cols, number of matrices
-void BM_NewtonSchulz(benchmark::State& st) {
+// args: rows, cols, number of matrices. Products in fp32 (the default), or in bf16 as
+// `--ns-dtype compute` runs them under `--dtype bf16` (where the CPU has avx512_bf16).
+void newton_schulz_in(benchmark::State& st, marin::kernels::Precision products) {
   const int64_t r = st.range(0), c = st.range(1), E = st.range(2);
   auto U = randn(E * r * c, 1);
   std::vector<float> O(U.size()), ws(ns_batched_workspace_size(E, r, c));
   for (auto _ : st) {
-    newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data());
+    newton_schulz_batched<float>(U.data(), O.data(), E, r, c, ws.data(), products);
     benchmark::DoNotOptimize(O.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(E) * ns_flops(r, c) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_NewtonSchulz)
-    ->Args({256, 256, 1})
-    ->Args({256, 384, 1})
-    ->Args({384, 256, 1})
-    ->Args({128, 128, 32})
-    ->Args({256, 32, 1})
-    ->Unit(benchmark::kMicrosecond)
-    ->MinTime(0.3)
-    ->UseRealTime();
+void BM_NewtonSchulz(benchmark::State& st) {
+  newton_schulz_in(st, marin::kernels::Precision::fp32);
+}
+void BM_NewtonSchulzBf16(benchmark::State& st) {
+  std::string why;
+  if (!marin::kernels::bf16_gemm_supported(&why)) return st.SkipWithError(why.c_str());
+  marin::kernels::DtypeScope bf16(marin::kernels::Dtype::bf16);
+  newton_schulz_in(st, marin::kernels::Precision::compute);
+}
+void ns_shapes(benchmark::internal::Benchmark* b) {
+  for (auto args : std::vector<std::vector<int64_t>>{
+           {256, 256, 1}, {256, 384, 1}, {384, 256, 1}, {128, 128, 32}, {256, 32, 1}})
+    b->Args(args);
+  b->Unit(benchmark::kMicrosecond)->MinTime(0.3)->UseRealTime();
+}
+BENCHMARK(BM_NewtonSchulz)->Apply(ns_shapes);
+BENCHMARK(BM_NewtonSchulzBf16)->Apply(ns_shapes);
 
 // The whole MuonH step (momentum, NS, hyperball) for the same shapes.
 void BM_MuonHUpdate(benchmark::State& st) {

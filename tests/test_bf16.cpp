@@ -218,6 +218,26 @@ TEST(Bf16Gemm, HardwareMatchesEmulation) {
   }
 }
 
+// A product whose two inputs are one matrix (Newton–Schulz's X·Xᵀ and A·A in the compute
+// dtype) converts it once for both: the bits of the same product with B a separate copy of A.
+TEST(Bf16Gemm, OneMatrixAsBothInputsComputesTheBitsOfTwoCopies) {
+  std::vector<mk::Dtype> dtypes = {mk::Dtype::bf16_emulated};
+  if (mk::bf16_gemm_supported()) dtypes.push_back(mk::Dtype::bf16);
+  const int64_t m = 24, n = 40;
+  const auto X = randn(m * n, 7), S = randn(m * m, 8), C0 = randn(m * m, 9);
+  for (mk::Dtype d : dtypes) {
+    SCOPED_TRACE(mk::dtype_name(d));
+    const GemmCase xxt{false, true, m, m, n, 0.5f, 1.0f}, aa{false, false, m, m, m, 1.0f, 0.0f};
+    const std::vector<float> Xcopy = X, Scopy = S;
+    EXPECT_EQ(run_gemm(d, xxt, X, X, C0), run_gemm(d, xxt, X, Xcopy, C0));
+    EXPECT_EQ(run_gemm(d, aa, S, S, C0), run_gemm(d, aa, S, Scopy, C0));
+    // The tall form's XᵀX: both inputs read X transposed.
+    const GemmCase xtx{true, false, n, n, m, 1.0f, 0.0f};
+    const auto C1 = randn(n * n, 10);
+    EXPECT_EQ(run_gemm(d, xtx, X, X, C1), run_gemm(d, xtx, X, Xcopy, C1));
+  }
+}
+
 // One row times a bf16 matrix (the bf16 GEMM of a decoded token): against the double sum of the
 // same bf16 products, and the same bits on every target and at every thread count, as its
 // fixed order (each column over k in turn) promises; beta = 0 never reads y.
