@@ -368,10 +368,15 @@ void mirror_upper(T* C, i64 n, i64 ldc) {
 // environments tell it Haswell (AVX2) on an AVX-512 CPU: there oneDNN's full product at the
 // CPU's width is the faster of the two (Newton–Schulz of 32 experts' 128×128 matrices, one
 // Zen 5 thread: syrk 12.6 ms, full products 10.3 ms; even OpenBLAS's AVX-512 syrk takes 10.1).
-// Fixed for the process, like the GEMM library.
+// The width is oneDNN's effective one, not the CPU's: ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU
+// (an AVX2 machine's figures measured on this one, with MARIN_ISA=avx2) keeps syrk, as on
+// Zen 3, where it beat the full products. Fixed for the process, like the GEMM library.
 bool syrk_as_full_product() {
   static const bool full = [] {
-    if (gemm_library() != GemmLibrary::onednn || !__builtin_cpu_supports("avx512f")) return false;
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    if (gemm_library() != GemmLibrary::onednn ||
+        (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) != avx512)
+      return false;
     const std::string core = openblas_get_corename();
     return core != "SkylakeX" && core != "Cooperlake" && core != "SapphireRapids";
   }();
