@@ -134,6 +134,16 @@ void BM_ToBf16(benchmark::State& st) {
   counters(st, 6.0 * n, 0);
 }
 
+// The same conversion as a GEMM makes it, by rows: a 128 × 128 matrix (Newton–Schulz of an expert,
+// an expert's block of rows).
+void BM_ToBf16Rows(benchmark::State& st) {
+  const int64_t rows = st.range(0), cols = st.range(1);
+  auto x = randv(size_t(rows * cols), 1);
+  std::vector<uint16_t> y(x.size());
+  for (auto _ : st) mk::to_bf16_rows(x.data(), rows, cols, cols, y.data());
+  counters(st, 6.0 * double(rows * cols), 0);
+}
+
 }  // namespace
 
 // The exact gradient sum of one process (dist::ExactSum::reduce): four micro-batch partials of
@@ -172,6 +182,12 @@ BENCHMARK(BM_Rope)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_ExactSum)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
 BENCHMARK(BM_ToBf16)
     ->Arg(2 * 512 * kDim)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2)
+    ->UseRealTime();
+BENCHMARK(BM_ToBf16Rows)
+    ->Args({128, 128})
+    ->Args({1024, 256})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2)
     ->UseRealTime();

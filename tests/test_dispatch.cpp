@@ -175,6 +175,10 @@ TEST(Dispatch, MarinIsaPinsTheTargetOfARun) {
                                              " plan --preset tiny");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("'bogus' is not a target"), std::string::npos) << bad.out;
+  // and names the ones that are
+  EXPECT_NE(bad.out.find("expected one of: " + marin::kernels::isa_targets().front()),
+            std::string::npos)
+      << bad.out;
 }
 
 // MARIN_GEMM chooses the fp32 GEMMs' library for a run (oneDNN by default): bench names it, a

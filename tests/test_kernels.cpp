@@ -524,6 +524,30 @@ TEST(FixedPoint, EveryIsaComputesTheScalarDefinitionExactly) {
   });
 }
 
+// The mirror writes the strict lower triangle from the upper one and touches nothing else (the
+// upper triangle, the diagonal, the columns past n of a wider leading dimension), on every target
+// and on sizes around its 4 × 4 blocks.
+TEST(MirrorUpper, EveryIsaCopiesTheUpperTriangleAndNothingElse) {
+  for_each_isa([] {
+    for (int n : {1, 2, 3, 4, 5, 8, 11, 37, 128}) {
+      const int ldc = n + 3;
+      std::vector<float> C(size_t(n) * ldc);
+      for (size_t i = 0; i < C.size(); ++i) C[i] = float(i) + 0.25f;
+      std::vector<double> Cd(C.begin(), C.end());
+      const std::vector<float> before = C;
+      mk::mirror_upper(C.data(), n, ldc);
+      mk::mirror_upper(Cd.data(), n, ldc);
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < ldc; ++j) {
+          const size_t at = size_t(i) * ldc + j;
+          const float want = j < i ? before[size_t(j) * ldc + i] : before[at];
+          ASSERT_EQ(C[at], want) << "n " << n << " at " << i << "," << j;
+          ASSERT_EQ(Cd[at], double(want)) << "double, n " << n << " at " << i << "," << j;
+        }
+    }
+  });
+}
+
 // The symmetric product (Newton–Schulz's X·Xᵀ and A·A) writes all of C and equals the GEMM.
 TEST(Syrk, EqualsTheGemmOfAWithItsTransposeWholeMatrix) {
   const int n = 37, k = 53;

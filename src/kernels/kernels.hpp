@@ -92,6 +92,10 @@ void gemm(bool ta, bool tb, i64 M, i64 N, i64 K, T alpha, const T* A, i64 lda, c
 // precision, never bf16: Newton–Schulz's X·Xᵀ and A·A.
 template <class T>
 void syrk(bool trans, i64 n, i64 k, T alpha, const T* A, i64 lda, T beta, T* C, i64 ldc);
+// The lower triangle of C[n,n] (leading dimension ldc) := the transpose of its upper one, which
+// is read only (cpu/mirror.cpp: 4 × 4 blocks through registers for float).
+template <class T>
+void mirror_upper(T* C, i64 n, i64 ldc);
 
 // ---- bf16 conversion (cpu/bf16.cpp), bit for bit the hardware's (vcvtneps2bf16) ----
 // Round to nearest, ties to even; ±Inf kept; NaN kept (sign, top mantissa bits, quiet bit set);

@@ -24,6 +24,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <cctype>
 
+#include <fmt/ranges.h>
+
 #include "core/error.hpp"
 
 namespace marin::kernels {
@@ -62,7 +64,10 @@ void force_isa(const std::string& name) {
       return;
     }
   }
-  fail("force_isa: '{}' is not a target this binary has and this CPU supports", name);
+  fail(
+      "MARIN_ISA / force_isa: '{}' is not a target this binary has and this CPU supports "
+      "(expected one of: {})",
+      name, fmt::join(isa_targets(), ", "));
 }
 
 }  // namespace marin::kernels

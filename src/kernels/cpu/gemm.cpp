@@ -8,7 +8,6 @@
 // float GEMM: the commands set it once from --dtype before any model runs.
 #include <cblas.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -351,19 +350,6 @@ void gemm<double>(bool ta, bool tb, i64 M, i64 N, i64 K, double alpha, const dou
 }
 
 namespace {
-// The lower triangle from the upper (the triangle OpenBLAS's syrk writes, row-major), in tiles
-// of kTile × kTile: a row at a time, the column reads of a 128 × 128 matrix strode over more
-// lines than L1 holds, ~4 ns an element (1.9 % of a one-thread Zen 5 fp32 step, which mirrors
-// every Newton–Schulz product); a tile's lines stay in L1 while it is copied.
-template <class T>
-void mirror_upper(T* C, i64 n, i64 ldc) {
-  constexpr i64 kTile = 16;
-  for (i64 bi = 0; bi < n; bi += kTile)
-    for (i64 bj = 0; bj <= bi; bj += kTile)
-      for (i64 i = bi; i < std::min(bi + kTile, n); ++i)
-        for (i64 j = bj; j < std::min(bj + kTile, i); ++j) C[i * ldc + j] = C[j * ldc + i];
-}
-
 // syrk halves a product's work, but OpenBLAS runs the kernels of the core it is told, and some
 // environments tell it Haswell (AVX2) on an AVX-512 CPU: there oneDNN's full product at the
 // CPU's width is the faster of the two (Newton–Schulz of 32 experts' 128×128 matrices, one
