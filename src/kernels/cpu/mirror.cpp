@@ -1,8 +1,8 @@
 // The lower triangle of a square row-major matrix from its upper one: what completes a symmetric
 // product (kernels::syrk: OpenBLAS writes one triangle; the full product on oneDNN is made exactly
-// symmetric by it). Newton–Schulz mirrors every product of every iteration, ~8,000 matrices of
-// 128 × 128 in a cpu-small step; element by element the strided reads cost 1.5–2 % of the
-// one-thread fp32 step (Zen 5). Here the float version moves 4 × 4 blocks through registers:
+// symmetric by it). Newton–Schulz mirrors both symmetric products of every iteration, ~8,000
+// products of 128 × 128 in a cpu-small step; element by element the strided reads cost 1.5–2 % of
+// the one-thread fp32 step (Zen 5). Here the float version moves 4 × 4 blocks through registers:
 // four 4-float rows of the upper triangle are loaded, transposed with interleaves, and stored as
 // four rows of the lower one. Copies only, so every target writes the same bits.
 #include "kernels/kernels.hpp"
