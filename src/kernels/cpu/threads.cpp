@@ -41,6 +41,10 @@ void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int sl
   // remaining tasks are skipped, and it is rethrown on the calling thread.
   std::exception_ptr error;
   std::atomic<bool> failed{false};
+  // The calling thread runs tasks too, and clang's libomp keeps a count it set inside the region
+  // after the region ends (libgomp does not): the process's compute threads then stayed at one
+  // for good (caught by the sanitizer build's tests). So the caller's count is put back after.
+  const int outer = compute_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
   for (int64_t t = 0; t < tasks; ++t) {
     if (failed.load(std::memory_order_relaxed)) continue;
@@ -57,6 +61,7 @@ void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int sl
       failed = true;
     }
   }
+  omp_set_num_threads(outer);
   if (error) std::rethrow_exception(error);
 }
 
