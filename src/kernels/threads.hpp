@@ -22,7 +22,8 @@ bool compute_threads_chosen();
 // [0, task_slots(tasks)) and no two tasks run at once on one slot, so a slot indexes per-thread
 // scratch (read task_slots before the call: inside a task compute_threads() is 1). The kernels a
 // task calls run single-threaded (each task sets its thread's count to 1, whatever the OpenMP
-// runtime's nesting rules), so each task computes the same bits at every thread count.
+// runtime's nesting rules; the caller's own count is put back afterwards), so each task computes
+// the same bits at every thread count.
 // An exception from a task reaches the caller (the first one; tasks not yet started are skipped).
 int task_slots(int64_t tasks);  // min(tasks, compute_threads()), at least 1
 void parallel_tasks(int64_t tasks, const std::function<void(int64_t task, int slot)>& run);
