@@ -265,6 +265,8 @@ template <class T>
 void add(const T* a, const T* b, T* out, i64 n);  // out = a + b (may alias a or b)
 template <class T>
 void scale(T* x, T a, i64 n);  // x *= a
+template <class T>
+void copy(const T* x, T* y, i64 n);  // y = x (no overlap), split over the compute threads
 // out[i] = table[ids[i]] (rows of d); backward: dtable[ids[i]] += dout[i], in row order.
 template <class T>
 void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d);

@@ -48,19 +48,27 @@ void require_finite_params(const ParamTable& table, const float* params, const s
   }
 }
 
+namespace {
+// dst = src through the threaded copy kernel (sized at the first save, then reused).
+void copy_into(Buffer<float>& dst, const Buffer<float>& src) {
+  if (dst.size() != src.size()) dst.resize(src.size());
+  kernels::copy(src.data(), dst.data(), int64_t(src.size()));
+}
+}  // namespace
+
 void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m,
                        const Buffer<float>& v) {
-  params_ = params;
-  m_ = m;
-  v_ = v;
+  copy_into(params_, params);
+  copy_into(m_, m);
+  copy_into(v_, v);
 }
 
 void UpdateGuard::restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) const {
   MARIN_CHECK(params.size() == params_.size() && m.size() == m_.size() && v.size() == v_.size(),
               "UpdateGuard::restore: buffers changed size since save");
-  params = params_;
-  m = m_;
-  v = v_;
+  copy_into(params, params_);
+  copy_into(m, m_);
+  copy_into(v, v_);
 }
 
 std::string UpdateGuard::check(const ParamTable& table, const float* params, const float* m,
