@@ -22,8 +22,7 @@ class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t n) { resize(n); }
-  // Copies write every element once (no zeroing first: a copy of the parameters and optimizer
-  // state is taken every training step, UpdateGuard).
+  // Copies write every element once (no zeroing first).
   Buffer(const Buffer& o) {
     reallocate(o.n_);
     if (n_) std::memcpy(p_, o.p_, n_ * sizeof(T));

@@ -19,6 +19,13 @@ bool any_nonfinite(const float* x, int64_t n) {
   return std::isinf(kernels::max_abs(x, n));
 }
 
+// dst = src through the threaded copy kernel (UpdateGuard's snapshot, 240 MB a cpu-small step;
+// sized at the first save, then reused).
+void copy_into(Buffer<float>& dst, const Buffer<float>& src) {
+  if (dst.size() != src.size()) dst.resize(src.size());
+  kernels::copy(src.data(), dst.data(), int64_t(src.size()));
+}
+
 }  // namespace
 
 int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, dist::Range range,
@@ -47,14 +54,6 @@ void require_finite_params(const ParamTable& table, const float* params, const s
     fmt::print(stderr, "marin: warning: {}\n", msg);
   }
 }
-
-namespace {
-// dst = src through the threaded copy kernel (sized at the first save, then reused).
-void copy_into(Buffer<float>& dst, const Buffer<float>& src) {
-  if (dst.size() != src.size()) dst.resize(src.size());
-  kernels::copy(src.data(), dst.data(), int64_t(src.size()));
-}
-}  // namespace
 
 void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m,
                        const Buffer<float>& v) {
