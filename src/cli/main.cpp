@@ -117,9 +117,7 @@ int main(int argc, char** argv) {
   };
   int rc = 0;
   try {
-    // MARIN_ISA pins the SIMD target of the kernels (one of kernels::isa_targets()), to compare
-    // targets on one machine; unset, the best one the CPU supports runs.
-    if (const char* isa = std::getenv("MARIN_ISA"); isa && *isa) marin::kernels::force_isa(isa);
+    marin::kernels::force_isa_from_env();
     for (auto& [sub, run] : runners)
       if (sub->parsed()) rc = run();
     // A report printed to stdout that did not reach it (a full disk, a closed pipe) is a failure,

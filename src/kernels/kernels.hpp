@@ -290,6 +290,9 @@ std::string isa_name();
 std::vector<std::string> isa_targets();
 // Tests: run the float kernels on `name` (one of isa_targets()); "" restores the best one.
 void force_isa(const std::string& name);
+// MARIN_ISA, when set, pins the kernels' target for this process (force_isa), to compare targets
+// on one machine; unset, the best one the CPU supports runs. The CLI and the benchmarks call it.
+void force_isa_from_env();
 
 // The FMA peak of this machine with `threads` threads (0: all), measured for `seconds`
 // (kernels/cpu/peak.cpp): the ceiling every "fraction of peak" is judged against. The fp32 loop

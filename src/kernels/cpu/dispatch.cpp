@@ -23,6 +23,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <cctype>
+#include <cstdlib>
 
 #include <fmt/ranges.h>
 
@@ -68,6 +69,10 @@ void force_isa(const std::string& name) {
       "MARIN_ISA / force_isa: '{}' is not a target this binary has and this CPU supports "
       "(expected one of: {})",
       name, fmt::join(isa_targets(), ", "));
+}
+
+void force_isa_from_env() {
+  if (const char* isa = std::getenv("MARIN_ISA"); isa && *isa) force_isa(isa);
 }
 
 }  // namespace marin::kernels
