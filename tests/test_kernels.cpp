@@ -502,6 +502,20 @@ TEST(FixedPoint, EveryIsaComputesTheScalarDefinitionExactly) {
       mk::fixed_point_to_float(acc.data(), len, std::ldexp(1.0, -shift), out.data());
       for (int i = 0; i < len; ++i) ASSERT_EQ(out[size_t(i)], want_f[size_t(i)]) << "i " << i;
     }
+    // Terms near 2^61 of both signs (AVX2 splits each term at 2^32; these fill both halves).
+    {
+      const float big_terms[2][9] = {
+          {1.0f, -1.0f, 0.99999994f, -0.99999994f, 0.7500001f, -0.5f, 1.0f, -1.0f, 3e-10f},
+          {1.0f, -1.0f, -0.99999994f, 0.6f, -0.7500001f, -0.49999997f, -1e-9f, 1e-9f, -2e-10f}};
+      const double big_scale = std::ldexp(1.0, 61);
+      const float* bp[2] = {big_terms[0], big_terms[1]};
+      std::vector<int64_t> got(9);
+      mk::fixed_point_sum(bp, 2, 9, big_scale, got.data());
+      for (int i = 0; i < 9; ++i)
+        ASSERT_EQ(got[size_t(i)], std::llrint(double(big_terms[0][i]) * big_scale) +
+                                      std::llrint(double(big_terms[1][i]) * big_scale))
+            << "i " << i;
+    }
     std::vector<int64_t> zero(n, 7);
     mk::fixed_point_sum(ptr.data(), 0, n, scale, zero.data());
     EXPECT_EQ(zero, std::vector<int64_t>(n, 0));
