@@ -8,6 +8,7 @@
 
 #include "core/rng.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/optim.hpp"
 #include "optim/muonh.hpp"
 #include "optim/newton_schulz.hpp"
 
@@ -71,6 +72,25 @@ BENCHMARK(BM_MuonHUpdate)
     ->Args({128, 128, 32})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3)
+    ->UseRealTime();
+
+// The element-wise part of a step over a whole cpu-small model's state (29.6 M elements): MuonH's
+// momentum and Adam's direction, memory-bound (GB/s: bytes read + written once).
+void BM_NesterovMomentum(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  auto G = randn(n, 4), M = randn(n, 5);
+  std::vector<float> U(size_t(n), 0.0f);
+  for (auto _ : st) {
+    marin::kernels::nesterov_momentum(G.data(), M.data(), U.data(), n, 0.95f);
+    benchmark::DoNotOptimize(U.data());
+  }
+  st.counters["GB/s"] =
+      benchmark::Counter(double(n) * 16 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_NesterovMomentum)
+    ->Arg(524288)
+    ->Arg(29'600'000)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 }  // namespace

@@ -1,10 +1,16 @@
 // The optimizer's element-wise kernels (see kernels/optim.hpp; the sum of squares is SIMD in
-// cpu/sum_squares.cpp). Plain sequential loops: the rest is a few percent of a step.
+// cpu/sum_squares.cpp). Each is a plain loop over one block, which the compiler vectorises (its
+// pointers passed by value: inside a lambda that captures them GCC leaves the loop scalar), run
+// over the compute threads by for_blocks. Elements are independent, so the split changes no bit,
+// and on two threads the update of a whole model's state no longer leaves one thread waiting.
 #include "kernels/optim.hpp"
 
 #include <cmath>
 
+#include "kernels/cpu/simd.hpp"
+
 namespace marin::kernels {
+namespace block {
 
 template <class T>
 void axpy(T a, const T* x, T* y, i64 n) {
@@ -14,11 +20,6 @@ void axpy(T a, const T* x, T* y, i64 n) {
 template <class T>
 void scale_to(const T* x, T a, T* y, i64 n) {
   for (i64 i = 0; i < n; ++i) y[i] = x[i] * a;
-}
-
-template <class T>
-void add_diagonal(T* A, i64 m, T a) {
-  for (i64 i = 0; i < m; ++i) A[i * m + i] += a;
 }
 
 template <class T>
@@ -58,6 +59,41 @@ void adam_update(const AdamCoeffs& k, T* P, const T* G, T* M, T* V, i64 n, doubl
     const T u = (m * ibc1) / (std::sqrt(v * ibc2) + eps) + twd * P[i];
     P[i] -= tlr * u;
   }
+}
+
+}  // namespace block
+
+template <class T>
+void add_diagonal(T* A, i64 m, T a) {
+  for (i64 i = 0; i < m; ++i) A[i * m + i] += a;
+}
+
+template <class T>
+void axpy(T a, const T* x, T* y, i64 n) {
+  cpu::for_blocks(n, [&](i64 b, i64 len) { block::axpy(a, x + b, y + b, len); });
+}
+
+template <class T>
+void scale_to(const T* x, T a, T* y, i64 n) {
+  cpu::for_blocks(n, [&](i64 b, i64 len) { block::scale_to(x + b, a, y + b, len); });
+}
+
+template <class T>
+void nesterov_momentum(const T* G, T* M, T* U, i64 n, T beta) {
+  cpu::for_blocks(
+      n, [&](i64 b, i64 len) { block::nesterov_momentum(G + b, M + b, U + b, len, beta); });
+}
+
+template <class T>
+void adam_direction(const AdamCoeffs& k, const T* G, T* M, T* V, T* U, i64 n) {
+  cpu::for_blocks(
+      n, [&](i64 b, i64 len) { block::adam_direction(k, G + b, M + b, V + b, U + b, len); });
+}
+
+template <class T>
+void adam_update(const AdamCoeffs& k, T* P, const T* G, T* M, T* V, i64 n, double lr, double wd) {
+  cpu::for_blocks(
+      n, [&](i64 b, i64 len) { block::adam_update(k, P + b, G + b, M + b, V + b, len, lr, wd); });
 }
 
 #define MARIN_OPTIM_KERNELS(T)                                                   \
