@@ -267,6 +267,8 @@ template <class T>
 void scale(T* x, T a, i64 n);  // x *= a
 template <class T>
 void copy(const T* x, T* y, i64 n);  // y = x (no overlap), split over the compute threads
+template <class T>
+void zero(T* x, i64 n);  // x = 0, split over the compute threads
 // out[i] = table[ids[i]] (rows of d); backward: dtable[ids[i]] += dout[i], in row order.
 template <class T>
 void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d);

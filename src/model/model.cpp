@@ -187,8 +187,8 @@ void Model<T>::backward() {
   MARIN_CHECK(use() == ModelUse::Training,
               "backward() of a model built for inference (ModelUse::Inference has no gradients)");
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
-  grads_.zero();
-  source_grads_.zero();
+  kernels::zero(grads_.data(), i64(grads_.size()));
+  kernels::zero(source_grads_.data(), i64(source_grads_.size()));
   ArenaScope<T> scope(arena_);
   // dlogits in place of the logits (they are not needed afterwards).
   T* dlogits = logits_.data();

@@ -25,6 +25,7 @@
 #include "eval/macro_metric.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "eval/tasks/task_scorer.hpp"
+#include "kernels/kernels.hpp"
 #include "kernels/optim.hpp"
 #include "kernels/threads.hpp"
 #include "model/expert_shard.hpp"
@@ -490,10 +491,10 @@ LossStats Trainer::forward_backward(bool backward) {
     model_->backward();
     if (w + 1 < local_units_) {
       const Buffer<float>& g = model_->grads();
-      std::copy(g.data(), g.data() + g.size(), partials_[size_t(w)].data());
+      kernels::copy(g.data(), partials_[size_t(w)].data(), int64_t(g.size()));
       if (ep() > 1) {
         const Buffer<float>& e = model_->source_grads();
-        std::copy(e.data(), e.data() + e.size(), expert_partials_[size_t(w)].data());
+        kernels::copy(e.data(), expert_partials_[size_t(w)].data(), int64_t(e.size()));
       }
     }
   }
