@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/optim.hpp"
 #include "kernels/threads.hpp"
 #include "optim/adam.hpp"
 #include "optim/muonh.hpp"
@@ -188,6 +189,47 @@ TEST(NewtonSchulz, BatchedIsTheSameAtEveryThreadCount) {
     EXPECT_EQ(out[0], out[2]) << E << "x" << r << "x" << c << " at 1 and 3 threads";
   }
   marin::kernels::set_compute_threads(before, chosen);
+}
+
+// The element-wise kernels of the optimizer and of the trainer's gradient buffers split their
+// elements over the compute threads: every thread count writes the one-thread bits, every element
+// and nothing past the end (sizes below, at and beyond the size that turns threading on).
+TEST(ElementWise, EveryThreadCountWritesTheOneThreadBits) {
+  namespace mk = marin::kernels;
+  const int before = mk::compute_threads();
+  const bool chosen = mk::compute_threads_chosen();
+  const mk::AdamCoeffs k{0.9, 0.95, 0.1, 0.05, 1.2, 1.1, 1e-8};
+  for (i64 n : {i64(5), i64(1) << 15, (i64(1) << 17) + 13}) {
+    const auto G = cast<float>(randn(n, 21)), P0 = cast<float>(randn(n, 22));
+    const auto M0 = cast<float>(randn(n, 23));
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2, 3}) {
+      mk::set_compute_threads(threads, true);
+      std::vector<float> P = P0, M = M0, V(size_t(n) + 1, 0.25f), U(size_t(n) + 1, -7.0f);
+      mk::nesterov_momentum(G.data(), M.data(), U.data(), n, 0.95f);
+      mk::adam_direction(k, G.data(), M.data(), V.data(), U.data(), n);
+      mk::adam_update(k, P.data(), G.data(), M.data(), V.data(), n, 1e-2, 0.1);
+      mk::axpy(0.5f, U.data(), P.data(), n);
+      mk::scale_to(P.data(), 3.0f, U.data(), n);
+      EXPECT_EQ(U[size_t(n)], -7.0f) << "wrote past the end";
+      std::vector<float> Z = P;
+      mk::copy(U.data(), Z.data(), n);
+      EXPECT_EQ(Z, std::vector<float>(U.begin(), U.begin() + n));
+      mk::zero(Z.data(), n - 1);
+      EXPECT_EQ(std::count(Z.begin(), Z.end(), 0.0f), n - 1 + (Z.back() == 0.0f));
+      EXPECT_EQ(Z.back(), U[size_t(n - 1)]) << "zeroed past the end";
+      P.insert(P.end(), M.begin(), M.end());
+      P.insert(P.end(), U.begin(), U.end());
+      runs.push_back(P);
+    }
+    // The definition, element by element (one thread's blocks are the plain loop).
+    const float b1 = float(k.b1), c1 = float(k.c1), m1 = 0.95f * M0[0] + G[0];
+    const float m2 = b1 * m1 + c1 * G[0];  // M after the momentum and two Adam steps
+    EXPECT_EQ(runs[0][size_t(n)], b1 * m2 + c1 * G[0]);
+    EXPECT_EQ(runs[0], runs[1]) << "n " << n << " at 1 and 2 threads";
+    EXPECT_EQ(runs[0], runs[2]) << "n " << n << " at 1 and 3 threads";
+  }
+  mk::set_compute_threads(before, chosen);
 }
 
 // --ns-dtype compute: Newton–Schulz's products in the run's compute dtype. With bf16 (here its
