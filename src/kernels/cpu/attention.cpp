@@ -5,8 +5,10 @@
 //  * generic (any T, any hd): one query at a time, exact math; used for double (finite-difference
 //    checks) and for float shapes the fast path does not cover.
 //  * SIMD float for hd in {16, 32, 64, 128}, compiled once per Highway target (AVX2, AVX-512, a
-//    128-bit baseline) and chosen at start-up: BQ x BK tiles, K/V packed transposed per
-//    (row, kv head) so scores are register-blocked outer products, vectorised masking and exp.
+//    128-bit baseline) and chosen at start-up: BQ x BK tiles whose scores are register-blocked
+//    outer products, vectorised masking and exp. The forward computes a tile's scores transposed
+//    (a key per row, queries across the lanes: K packed by rows, the query tile transposed) so
+//    the online softmax is vertical vector arithmetic; the backward packs K and V transposed.
 // Forward parallelises over (b, query head); backward over (b, kv head), so every dk/dv row is
 // owned by one thread and the result does not depend on the thread count.
 #include <algorithm>
@@ -61,19 +63,20 @@ HWY_INLINE void mk_outer(const float* A, int lda, const float* Bt, i64 ldb, floa
     for (int n = 0; n < NB; ++n) hn::StoreU(acc[r][n], d, C + r * ldc + kLanes * n);
 }
 
-// Sc[BQ][BK] = A[BQ][HD] x Bt[HD][kb .. kb+BK): R rows by NB vectors of columns at a time, so
-// one group's accumulators stay in registers (8 x 2 vectors on AVX-512; 6 x 2 on AVX2, then 2 x 2
-// for the tile's last rows).
-template <int HD>
+// Sc[ROWS][COLS] = A[ROWS][HD] x Bt[HD][COLS] (row stride ldb): R rows by NB vectors of columns
+// at a time, so one group's accumulators stay in registers (8 x 2 vectors on AVX-512; 6 x 2 on
+// AVX2, then 2 x 2 for the last rows).
+template <int HD, int ROWS, int COLS>
 HWY_INLINE void scores(const float* A, const float* Bt, i64 ldb, float* Sc) {
-  constexpr int NB = std::min(BK / kLanes, 2);
+  constexpr int NB = std::min(COLS / kLanes, 2);
   constexpr int R = std::min(8, kAccumRegs / NB);
-  static_assert(R % 2 == 0 && BQ % 2 == 0 && BK % (NB * kLanes) == 0);
-  for (int c0 = 0; c0 < BK; c0 += NB * kLanes) {
+  static_assert(R % 2 == 0 && ROWS % 2 == 0 && COLS % (NB * kLanes) == 0);
+  for (int c0 = 0; c0 < COLS; c0 += NB * kLanes) {
     int r = 0;
-    for (; r + R <= BQ; r += R)
-      mk_outer<R, NB, HD>(A + r * HD, HD, Bt + c0, ldb, Sc + r * BK + c0, BK);
-    for (; r < BQ; r += 2) mk_outer<2, NB, HD>(A + r * HD, HD, Bt + c0, ldb, Sc + r * BK + c0, BK);
+    for (; r + R <= ROWS; r += R)
+      mk_outer<R, NB, HD>(A + r * HD, HD, Bt + c0, ldb, Sc + r * COLS + c0, COLS);
+    for (; r < ROWS; r += 2)
+      mk_outer<2, NB, HD>(A + r * HD, HD, Bt + c0, ldb, Sc + r * COLS + c0, COLS);
   }
 }
 
@@ -161,56 +164,68 @@ inline bool block_full(int kb, int t0, int tl, int window, const int* run) {
   return kb + BK - 1 <= t0 && (window == 0 || kb > tl - window) && run[tl] <= kb;
 }
 
-inline float reduce_max(const float* row) {
+// Sets the entries of one key's row of transposed scores (key j, queries t0 .. t0+BQ) that the
+// queries cannot see to -inf: a query t sees j when j <= t, j > t - window (if any) and both are
+// in one segment.
+HWY_INLINE void mask_key_row(float* row, int j, int t0, int window, const int32_t* segp) {
   const D d;
-  V mx = hn::LoadU(d, row);
-  for (int c = 1; c < BK / kLanes; ++c) mx = hn::Max(mx, hn::LoadU(d, row + kLanes * c));
-  return hn::GetLane(hn::MaxOfLanes(d, mx));
+  const DI di;
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto jm1 = hn::Set(di, j - 1), sv = hn::Set(di, segp[j]), wv = hn::Set(di, j + window);
+  for (int c = 0; c < BQ / kLanes; ++c) {
+    const auto t = hn::Iota(di, t0 + kLanes * c);
+    auto ok = hn::And(hn::Gt(t, jm1), hn::Eq(hn::LoadU(di, segp + t0 + kLanes * c), sv));
+    if (window > 0) ok = hn::And(ok, hn::Lt(t, wv));
+    float* p = row + kLanes * c;
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(d, ok), hn::LoadU(d, p), ninf), d, p);
+  }
 }
 
-// One key block of the online softmax over a whole query tile: masks the scores Sc[BQ][BK],
-// moves each row's running max m to include the block, sets alpha = exp(m_old - m_new) (the
-// rescale of the row's sum l and output so far), turns the scores into p = exp(s - m_new) and
-// adds them to l. Rows with no visible key in the block, and the tile's padding rows (i >= nq),
-// become zeros with alpha = 1. The rows' maxima come first (independent rows, so they overlap),
-// then m and alpha for BQ rows at once, as vectors, rather than one scalar exp a row.
-HWY_INLINE void softmax_block(float* Sc, int nq, int t0, int kb, bool full, int window,
-                              const int32_t* segp, float* m, float* l, float* alpha) {
+// One key block of the online softmax, on scores transposed (ScT[BK][BQ]: a key per row, the
+// tile's queries across the lanes), so every step is a vector over queries: each query's block
+// maximum is a Max down the rows, its running max m and rescale alpha = exp(m_old - m_new)
+// follow, the scores become p = exp(s - m_new) and their sum down the rows joins l. No
+// horizontal reduction and no scalar exp. A query that sees no key of the block keeps its m
+// (alpha = 1, its p all 0).
+HWY_INLINE void softmax_block_t(float* ScT, float* m, float* l, float* alpha) {
+  static_assert(BK % 2 == 0 && BQ % kLanes == 0);
   const D d;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  alignas(64) float rmax[BQ];
-  for (int i = 0; i < BQ; ++i) {
-    float* row = Sc + i * BK;
-    if (i >= nq) {
-      rmax[i] = kNegInf;
-      continue;
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity()), one = hn::Set(d, 1.0f);
+  const V zero = hn::Zero(d);
+  for (int c = 0; c < BQ; c += kLanes) {
+    V mx0 = hn::LoadU(d, ScT + c), mx1 = hn::LoadU(d, ScT + BQ + c);
+    for (int r = 2; r < BK; r += 2) {
+      mx0 = hn::Max(mx0, hn::LoadU(d, ScT + r * BQ + c));
+      mx1 = hn::Max(mx1, hn::LoadU(d, ScT + (r + 1) * BQ + c));
     }
-    if (!full) mask_row(row, t0 + i, kb, window, segp, segp[t0 + i]);
-    rmax[i] = reduce_max(row);
-  }
-  const V ninf = hn::Set(d, kNegInf), one = hn::Set(d, 1.0f);
-  for (int i = 0; i < BQ; i += kLanes) {
-    const V mold = hn::LoadU(d, m + i), rm = hn::Load(d, rmax + i);
-    const auto none = hn::Eq(rm, ninf);
-    const V mnew = hn::IfThenElse(none, mold, hn::Max(mold, rm));
-    hn::StoreU(hn::IfThenElse(none, one, ExpF(d, hn::Sub(mold, mnew))), d, alpha + i);
-    hn::StoreU(mnew, d, m + i);
-  }
-  for (int i = 0; i < BQ; ++i) {
-    float* row = Sc + i * BK;
-    if (rmax[i] == kNegInf) {
-      std::fill(row, row + BK, 0.0f);
-      continue;
+    const V mx = hn::Max(mx0, mx1), mold = hn::LoadU(d, m + c);
+    const auto none = hn::Eq(mx, ninf);
+    const V mnew = hn::IfThenElse(none, mold, hn::Max(mold, mx));
+    const V a = hn::IfThenElse(none, one, ExpF(d, hn::Sub(mold, mnew)));
+    // -inf - -inf would be NaN where nothing has been seen yet; exp(-inf - 0) is 0.
+    const V msub = hn::IfThenElse(hn::Eq(mnew, ninf), zero, mnew);
+    V sum0 = zero, sum1 = zero;
+    for (int r = 0; r < BK; r += 2) {
+      float* p0 = ScT + r * BQ + c;
+      float* p1 = p0 + BQ;
+      const V e0 = ExpF(d, hn::Sub(hn::LoadU(d, p0), msub));
+      const V e1 = ExpF(d, hn::Sub(hn::LoadU(d, p1), msub));
+      hn::StoreU(e0, d, p0);
+      hn::StoreU(e1, d, p1);
+      sum0 = hn::Add(sum0, e0);
+      sum1 = hn::Add(sum1, e1);
     }
-    const V mb = hn::Set(d, m[i]);
-    V sum = hn::Zero(d);
-    for (int c = 0; c < BK / kLanes; ++c) {
-      const V p = ExpF(d, hn::Sub(hn::LoadU(d, row + kLanes * c), mb));
-      hn::StoreU(p, d, row + kLanes * c);
-      sum = hn::Add(sum, p);
-    }
-    l[i] = l[i] * alpha[i] + hn::GetLane(hn::SumOfLanes(d, sum));
+    hn::StoreU(hn::Add(hn::Mul(hn::LoadU(d, l + c), a), hn::Add(sum0, sum1)), d, l + c);
+    hn::StoreU(mnew, d, m + c);
+    hn::StoreU(a, d, alpha + c);
   }
+}
+
+// Packs rows [0,S) of one kv head into Xp[Sp][HD] (rows contiguous), zero rows up to Sp.
+template <int HD>
+void pack_rows(const float* x, i64 ldx, int S, float* Xp, int Sp) {
+  for (int j = 0; j < S; ++j) std::copy(x + j * ldx, x + j * ldx + HD, Xp + i64(j) * HD);
+  std::fill(Xp + i64(S) * HD, Xp + i64(Sp) * HD, 0.0f);
 }
 
 template <int HD>
@@ -219,16 +234,17 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
   const int H = s.H, S = s.S, G = s.H / s.kv_used, Sp = padded(S);
   const i64 ldq = i64(H) * HD, ldkv = i64(s.kv_stored) * HD;
   const float scale = 1.0f / std::sqrt(float(HD));
-  // K^T and padded segment ids are packed once per (b, kv head) into the caller's scratch
-  // (slots the per-task code below does not use) and shared by the query heads of the group.
-  const size_t ktsz = size_t(HD) * Sp;
-  float* Kt_all = scratch<float>(7, size_t(s.B) * s.kv_used * ktsz);
+  // K (rows zero-padded to Sp) and padded segment ids are packed once per (b, kv head) into the
+  // caller's scratch (slots the per-task code below does not use) and shared by the query heads
+  // of the group.
+  const size_t kpsz = size_t(HD) * Sp;
+  float* Kp_all = scratch<float>(7, size_t(s.B) * s.kv_used * kpsz);
   int32_t* seg_all = scratch<int32_t>(7, size_t(s.B) * Sp);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < s.B; ++b) {
     for (int kvh = 0; kvh < s.kv_used; ++kvh) {
-      pack_t<HD>(k + i64(b) * S * ldkv + i64(kvh) * HD, ldkv, S,
-                 Kt_all + (size_t(b) * s.kv_used + kvh) * ktsz, Sp);
+      pack_rows<HD>(k + i64(b) * S * ldkv + i64(kvh) * HD, ldkv, S,
+                    Kp_all + (size_t(b) * s.kv_used + kvh) * kpsz, Sp);
       if (kvh == 0) pack_seg(seg + size_t(b) * S, S, seg_all + size_t(b) * Sp);
     }
   }
@@ -236,12 +252,12 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
   for (int b = 0; b < s.B; ++b) {
     for (int h = 0; h < H; ++h) {
       const int kvh = h / G;
-      const float* Kt = Kt_all + (size_t(b) * s.kv_used + kvh) * ktsz;
+      const float* Kp = Kp_all + (size_t(b) * s.kv_used + kvh) * kpsz;
       const int32_t* segp = seg_all + size_t(b) * Sp;
-      float* Qs = scratch<float>(1, size_t(BQ) * HD);
-      float* Sc = scratch<float>(2, size_t(BQ) * BK);
+      float* Qt = scratch<float>(1, size_t(HD) * BQ);  // the query tile, transposed and scaled
+      float* ScT = scratch<float>(2, size_t(BK) * BQ);
       float* O = scratch<float>(3, size_t(BQ) * HD);
-      float m[BQ], l[BQ], alpha[BQ];
+      alignas(64) float m[BQ], l[BQ], alpha[BQ];
       const float* vb0 = v + i64(b) * S * ldkv + i64(kvh) * HD;
       const int* lo = ri.lo.data() + size_t(b) * S;
       const int* run = ri.run.data() + size_t(b) * S;
@@ -249,24 +265,23 @@ void fwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
         const int nq = std::min(BQ, S - t0), tl = t0 + nq - 1;
         int klo = tl;
         for (int i = 0; i < nq; ++i) klo = std::min(klo, lo[t0 + i]);
-        for (int i = 0; i < BQ; ++i) {
-          float* qi = Qs + i * HD;
-          if (i < nq) {
-            const float* src = q + (i64(b) * S + t0 + i) * ldq + i64(h) * HD;
-            for (int e = 0; e < HD; ++e) qi[e] = src[e] * scale;
-          } else {
-            std::fill(qi, qi + HD, 0.0f);
-          }
-          m[i] = -std::numeric_limits<float>::infinity();
-          l[i] = 0;
+        std::fill(Qt, Qt + HD * BQ, 0.0f);
+        for (int i = 0; i < nq; ++i) {
+          const float* src = q + (i64(b) * S + t0 + i) * ldq + i64(h) * HD;
+          for (int e = 0; e < HD; ++e) Qt[e * BQ + i] = src[e] * scale;
         }
+        std::fill(m, m + BQ, -std::numeric_limits<float>::infinity());
+        std::fill(l, l + BQ, 0.0f);
         std::fill(O, O + BQ * HD, 0.0f);
         for (int kb = klo; kb <= tl; kb += BK) {
           const int nk = std::min(BK, tl + 1 - kb);
-          const bool full = block_full(kb, t0, tl, s.window, run);
-          scores<HD>(Qs, Kt + kb, Sp, Sc);
-          softmax_block(Sc, nq, t0, kb, full, s.window, segp, m, l, alpha);
-          accum_rows<HD>(BQ, Sc, BK, 1, nk, vb0 + i64(kb) * ldkv, ldkv, O, HD, alpha);
+          scores<HD, BK, BQ>(Kp + i64(kb) * HD, Qt, BQ, ScT);
+          if (!block_full(kb, t0, tl, s.window, run))
+            for (int r = 0; r < BK; ++r) mask_key_row(ScT + r * BQ, kb + r, t0, s.window, segp);
+          softmax_block_t(ScT, m, l, alpha);
+          // O[i] = alpha[i] O[i] + sum_r p[r][i] V[kb + r]: the keys past the last query are
+          // masked (p = 0) and not read.
+          accum_rows<HD>(BQ, ScT, 1, BQ, nk, vb0 + i64(kb) * ldkv, ldkv, O, HD, alpha);
         }
         for (int i = 0; i < nq; ++i) {
           const int t = t0 + i;
@@ -338,8 +353,8 @@ void bwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
           for (int kb = klo; kb <= tl; kb += BK) {
             const int nk = std::min(BK, tl + 1 - kb);
             const bool full = block_full(kb, t0, tl, s.window, run);
-            scores<HD>(Qs, Kt + kb, Sp, P);
-            scores<HD>(dOs, Vt + kb, Sp, dS);
+            scores<HD, BQ, BK>(Qs, Kt + kb, Sp, P);
+            scores<HD, BQ, BK>(dOs, Vt + kb, Sp, dS);
             for (int i = 0; i < nq; ++i) {
               float *pr = P + i * BK, *dr = dS + i * BK;
               if (!full) mask_row(pr, t0 + i, kb, s.window, segp, segp[t0 + i]);
