@@ -127,18 +127,32 @@ HWY_INLINE void accum_rows(int rows, const float* P, i64 prs, i64 pks, int nk, c
   }
 }
 
+// The lanes where query t sees key j (int32 lanes; either side may be a broadcast): j <= t,
+// j > t - window when there is a window, and one segment. The vector twin of attention_rows.hpp's
+// `visible`, for both masks below.
+template <class VI>
+HWY_INLINE auto sees(VI t, VI j, VI seg_t, VI seg_j, int window) {
+  const DI di;
+  auto ok = hn::And(hn::Lt(j, hn::Add(t, hn::Set(di, 1))), hn::Eq(seg_t, seg_j));
+  if (window > 0) ok = hn::And(ok, hn::Gt(j, hn::Sub(t, hn::Set(di, window))));
+  return ok;
+}
+
+// p[0 .. kLanes) = -inf where `ok` is false.
+template <class M>
+HWY_INLINE void mask_lanes(float* p, M ok) {
+  const D d;
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  hn::StoreU(hn::IfThenElse(hn::RebindMask(d, ok), hn::LoadU(d, p), ninf), d, p);
+}
+
 // Sets masked entries of one score row (query t, keys kb..kb+BK) to -inf.
 HWY_INLINE void mask_row(float* row, int t, int kb, int window, const int32_t* segp, int32_t segt) {
-  const D d;
   const DI di;
-  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto tv = hn::Set(di, t + 1), sv = hn::Set(di, segt), wv = hn::Set(di, t - window);
+  const auto tv = hn::Set(di, t), sv = hn::Set(di, segt);
   for (int c = 0; c < BK / kLanes; ++c) {
     const auto j = hn::Iota(di, kb + kLanes * c);
-    auto ok = hn::And(hn::Lt(j, tv), hn::Eq(hn::LoadU(di, segp + kb + kLanes * c), sv));
-    if (window > 0) ok = hn::And(ok, hn::Gt(j, wv));
-    float* p = row + kLanes * c;
-    hn::StoreU(hn::IfThenElse(hn::RebindMask(d, ok), hn::LoadU(d, p), ninf), d, p);
+    mask_lanes(row + kLanes * c, sees(tv, j, sv, hn::LoadU(di, segp + kb + kLanes * c), window));
   }
 }
 
@@ -165,19 +179,13 @@ inline bool block_full(int kb, int t0, int tl, int window, const int* run) {
 }
 
 // Sets the entries of one key's row of transposed scores (key j, queries t0 .. t0+BQ) that the
-// queries cannot see to -inf: a query t sees j when j <= t, j > t - window (if any) and both are
-// in one segment.
+// queries cannot see to -inf.
 HWY_INLINE void mask_key_row(float* row, int j, int t0, int window, const int32_t* segp) {
-  const D d;
   const DI di;
-  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto jm1 = hn::Set(di, j - 1), sv = hn::Set(di, segp[j]), wv = hn::Set(di, j + window);
+  const auto jv = hn::Set(di, j), sv = hn::Set(di, segp[j]);
   for (int c = 0; c < BQ / kLanes; ++c) {
     const auto t = hn::Iota(di, t0 + kLanes * c);
-    auto ok = hn::And(hn::Gt(t, jm1), hn::Eq(hn::LoadU(di, segp + t0 + kLanes * c), sv));
-    if (window > 0) ok = hn::And(ok, hn::Lt(t, wv));
-    float* p = row + kLanes * c;
-    hn::StoreU(hn::IfThenElse(hn::RebindMask(d, ok), hn::LoadU(d, p), ninf), d, p);
+    mask_lanes(row + kLanes * c, sees(t, jv, hn::LoadU(di, segp + t0 + kLanes * c), sv, window));
   }
 }
 
