@@ -74,8 +74,9 @@ BENCHMARK(BM_MuonHUpdate)
     ->MinTime(0.3)
     ->UseRealTime();
 
-// The element-wise part of a step over a whole cpu-small model's state (29.6 M elements): MuonH's
-// momentum and Adam's direction, memory-bound (GB/s: bytes read + written once).
+// MuonH's Nesterov momentum, the largest element-wise kernel of a step, over a whole cpu-small
+// model's state (29.6 M elements) and over one expert stack (512 K): memory-bound (GB/s: bytes
+// read + written once).
 void BM_NesterovMomentum(benchmark::State& st) {
   const int64_t n = st.range(0);
   auto G = randn(n, 4), M = randn(n, 5);
