@@ -47,7 +47,31 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// A target that exists and is not a regular file (a device such as /dev/null or /dev/stdout's
+// terminal, a FIFO, a socket) must never be replaced by a rename: as root that would turn
+// /dev/null into a regular file for the whole system. It is written in place instead, with no
+// truncation, temporary file or fsync (which devices and pipes do not support), so
+// `--json /dev/stdout` works. A directory is refused.
+bool write_in_place_if_special(const std::string& path, std::span<const std::string_view> parts) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return false;
+  if (S_ISDIR(st.st_mode)) fail("cannot write {}: it is a directory", path);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) fail("cannot write {}: {}", path, errstr(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  for (std::string_view part : parts) write_all(fd, part, path);
+  return true;
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, std::span<const std::string_view> parts) {
+  if (write_in_place_if_special(path, parts)) return;
   TmpFile tmp;
   tmp.path = path + ".tmp." + std::to_string(::getpid());
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -10,7 +10,9 @@ namespace marin {
 
 // Writes the concatenation of `parts` to `path.tmp.<pid>`, fsyncs it, renames it over `path` and
 // fsyncs the directory. On any failure the temporary file is removed, `path` is left as it was,
-// and marin::Error names the file and the system error.
+// and marin::Error names the file and the system error. A `path` that exists and is not a
+// regular file (a device, a FIFO, a socket; also through a link such as /dev/stdout) is written
+// in place and never replaced; a directory is refused.
 void write_file_atomic(const std::string& path, std::span<const std::string_view> parts);
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
