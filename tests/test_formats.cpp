@@ -130,6 +130,36 @@ TEST(JsonFile, EveryRefusalIsAMarinErrorNamingTheFile) {
              tmp.str("bad.json") + ": not valid JSON: number overflow");
 }
 
+// The one reading policy (docs/reliability.md, "Untrusted input"): nesting and duplicate keys
+// are refused at parse time, for documents and JSON lines alike, whatever file they come from.
+TEST(JsonFile, DeepNestingAndDuplicateKeysAreRefusedByName) {
+  const auto nested = [](size_t depth, char open, char close) {
+    return std::string(depth, open) + std::string(depth, close);
+  };
+  // 100,000 levels would overflow the stack of any recursive walk; the parser is iterative and
+  // the limit stops it before a walk could start.
+  expect_has(error_of([&] { marin::parse_json(nested(100000, '[', ']'), "deep.json"); }),
+             "deep.json: not valid JSON: nested deeper than 256 levels");
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(100000, '}');
+  expect_has(error_of([&] { marin::parse_json(objects, "m.jsonl:3"); }),
+             "m.jsonl:3: not valid JSON: nested deeper than 256 levels");
+  EXPECT_FALSE(marin::try_parse_json(nested(100000, '[', ']')).has_value());
+  // The limit itself: 256 levels (depths 0..255) are read, 257 are not.
+  EXPECT_NO_THROW(marin::parse_json(nested(256, '[', ']'), "ok.json"));
+  expect_has(error_of([&] { marin::parse_json(nested(257, '[', ']'), "x.json"); }),
+             "x.json: not valid JSON: nested deeper than 256 levels");
+  // A key written twice in one object, at any depth, names the key; the same key in two
+  // objects is fine.
+  expect_has(error_of([] { marin::parse_json(R"({"a": 1, "b": 2, "a": 3})", "d.json"); }),
+             "d.json: not valid JSON: duplicate key \"a\" in one object");
+  expect_has(error_of([] { marin::parse_json(R"({"v": {"x": 1, "x": 1}})", "v.json"); }),
+             "duplicate key \"x\"");
+  EXPECT_FALSE(marin::try_parse_json(R"({"a": 1, "a": 2})").has_value());
+  EXPECT_EQ(marin::parse_json(R"([{"a": 1}, {"a": 2}])", "ok.json")[1]["a"], 2);
+}
+
 TEST(TomlFile, TypedGettersNameFileLineKeyAndRange) {
   const TomlFile f = TomlFile::parse(
       "name = \"x\"\nsteps = 5\n\n[opt]\nlr = 0.5\nwarm = 3\nbad = \"s\"\nsites = [\"k\", 2]\n"

@@ -199,11 +199,48 @@ TEST(Report, WriteReportIsTheTrainersHookAndToleratesALineBeingWritten) {
     report::report_data({run}, o);
     ADD_FAILURE() << "a corrupt metrics.jsonl was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("metrics.jsonl: line 1 is not valid JSON"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:1: not valid JSON: "), std::string::npos)
         << e.what();
   }
   const RunResult r = run_shell(std::string(MARIN_BIN) + " report " + dir.str("nope"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("does not exist"), std::string::npos) << r.out;
+}
+
+// The run's names, keys and strings go into the page's <script> as JSON: nothing in them may end
+// the element or start an HTML comment (the page went blank on a run named `<!--<script`), and a
+// non-UTF-8 name is shown with U+FFFD instead of stopping the report.
+TEST(Report, EmbeddedDataCannotBreakThePageAndWrongTypesAreNamed) {
+  TempDir dir("report-escape");
+  const std::string run = dir.str("r<!--<script>&\xff");
+  fs::create_directories(run);
+  const std::string sep = "\xe2\x80\xa8";  // U+2028
+  write_file_atomic(run + "/metrics.jsonl",
+                    "{\"step\": 1, \"loss\": 2.5, \"a</script>" + sep + "\": {\"b<!--\": 3}}\n");
+  report::ReportOptions o;
+  o.measure_peak = false;
+  const nlohmann::json data = nlohmann::json::parse(report::report_data({run}, o));
+  EXPECT_EQ(data["runs"][0]["name"], "r<!--<script>&\xef\xbf\xbd");
+  EXPECT_EQ(data["runs"][0]["columns"]["a</script>" + sep + ".b<!--"][0], 3.0);
+  if (report::charts_available()) {
+    const std::string html = report::render_report({run}, o);
+    const size_t at = html.find("const DATA = ");
+    ASSERT_NE(at, std::string::npos);
+    const size_t end = html.find(";\n", at);
+    const std::string embedded = html.substr(at + 13, end - at - 13);
+    for (const char* bad : {"<", ">", "&", "\xe2\x80\xa8"})
+      EXPECT_EQ(embedded.find(bad), std::string::npos) << bad;
+    EXPECT_EQ(nlohmann::json::parse(embedded), data);
+  }
+  // A field of the wrong type in run.json names the file and the field.
+  write_file_atomic(run + "/run.json", R"({"world_size": "two"})");
+  try {
+    report::report_data({run}, o);
+    ADD_FAILURE() << "a run.json with a string world_size was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("/run.json: field \"world_size\" must be a number, not string"),
+        std::string::npos)
+        << e.what();
+  }
 }

@@ -89,6 +89,18 @@ TEST_F(ResumeState, DamagedStateFallsBackToThePreviousCheckpoint) {
         std::ofstream(c + "/state.json", std::ios::trunc) << s.substr(0, s.size() / 2);
       },
       "step-00000010/state.json: not valid JSON");
+  // Nested past the JSON policy's limit, with a valid checksum: refused at parse time as damage
+  // (it once overflowed the stack of `train --resume`), so the resume falls back.
+  expect_fallback(
+      "nested",
+      [](const std::string& c) {
+        edit_state(c, [](json& j) {
+          json deep = "root";
+          for (int i = 0; i < 2000; ++i) deep = json::array({deep});
+          j["lineage"] = deep;
+        });
+      },
+      "step-00000010/state.json: not valid JSON: nested deeper than 256 levels");
   // A changed value without a matching checksum: the state is damaged.
   expect_fallback(
       "flipped",

@@ -68,7 +68,8 @@ json metric_columns(const std::string& path, int max_points, json& last_eval) {
         lines.push_back(std::move(*j));
       } else if (size_t(no) != split_lines(text).size()) {
         // A line being written while the report is read: only the last one may be partial.
-        fail("{}: line {} is not valid JSON", path, no);
+        // Any other is an error saying why (parse_json names the file, line and reason).
+        parse_json(line, fmt::format("{}:{}", path, no));
       }
     }
   }
@@ -111,8 +112,9 @@ json checkpoints(const std::string& run, int64_t layers) {
   for (const fs::path& p : ck) {
     json c = {{"name", p.filename().string()}};
     if (fs::exists(p / "state.json")) {
-      const json st = load_json((p / "state.json").string());
-      c["step"] = st.value("step", int64_t(-1));
+      const std::string path = (p / "state.json").string();
+      const json st = load_json(path);
+      c["step"] = json_value(st, "step", int64_t(-1), path);
       if (st.contains("lineage") && !st["lineage"].is_null()) c["lineage"] = st["lineage"];
     }
     const fs::path model = p / "model.safetensors";
@@ -140,22 +142,27 @@ json checkpoints(const std::string& run, int64_t layers) {
 json forecast_band(const std::string& path) {
   const json f = load_json(path);
   json band = json::array();
-  if (!f.contains("fits") || !f["fits"].is_array())
+  if (!f.is_object() || !f.contains("fits") || !f["fits"].is_array())
     fail("{}: no \"fits\" array (a marin forecast.json?)", path);
-  for (const json& e : f["fits"]) {
-    if (!e.contains("predicted_loss") || !e["predicted_loss"].is_number()) continue;
+  for (size_t i = 0; i < f["fits"].size(); ++i) {
+    const json& e = f["fits"][i];
+    const std::string where = fmt::format("{}: fits[{}]", path, i);
+    if (!e.is_object() || !e.contains("predicted_loss") || !e["predicted_loss"].is_number())
+      continue;
     const double p = e["predicted_loss"].get<double>();
     double r = 0;
     if (e.contains("fit") && e["fit"].is_object() && e["fit"].contains("loo"))
-      r = e["fit"]["loo"].value("rmse", 0.0);
-    band.push_back({{"step", e.value("target_step", int64_t(0))},
-                    {"fraction", e.value("fraction", 0.0)},
+      r = json_value(e["fit"]["loo"], "rmse", 0.0, where + ".fit.loo");
+    band.push_back({{"step", json_value(e, "target_step", int64_t(0), where)},
+                    {"fraction", json_value(e, "fraction", 0.0, where)},
                     {"predicted", p},
                     {"lo", p - r},
                     {"hi", p + r}});
   }
   json out = {{"file", path}, {"band", band}};
-  if (f.contains("prediction")) out["metric"] = f["prediction"].value("metric", "valid_ce");
+  if (f.contains("prediction"))
+    out["metric"] =
+        json_value(f["prediction"], "metric", std::string("valid_ce"), path + ": prediction");
   return out;
 }
 
@@ -170,33 +177,39 @@ json run_data(const std::string& run, const ReportOptions& o) {
   r["name"] = name;
   json opts = json::object();
   if (fs::exists(run + "/run.json")) {
-    const json rj = load_json(run + "/run.json");
-    opts = rj.value("options", json::object());
+    const std::string path = run + "/run.json";
+    const json rj = load_json(path);
+    opts = json_value(rj, "options", json::object(), path);
+    if (!opts.is_object()) json_type_error(path, "options", "an object", opts);
     r["lineage"] = rj.value("lineage", json());
-    r["world_size"] = rj.value("world_size", 1);
+    r["world_size"] = json_value(rj, "world_size", 1, path);
   }
   int64_t layers = 0;
   if (opts.contains("model")) {
+    const std::string where = run + "/run.json: options";
     const ModelConfig c = ModelConfig::from_json(opts["model"], run + "/run.json");
     layers = c.num_layers;
-    const int64_t batch = opts.value("batch", int64_t(1));
-    r["model"] = {{"preset", opts.value("preset", "")},
+    const int64_t batch = json_value(opts, "batch", int64_t(1), where);
+    const json optimizer = json_value(opts, "optimizer", json::object(), where);
+    r["model"] = {{"preset", json_value(opts, "preset", std::string(), where)},
                   {"layers", c.num_layers},
                   {"experts", c.num_experts},
                   {"top_k", c.top_k},
                   {"active_params", account(c).active_params},
                   {"batch", batch},
                   {"seq_len", c.seq_len},
-                  {"steps", opts.value("steps", int64_t(0))},
-                  {"transport", opts.value("transport", "")},
-                  {"optimizer", opts.value("optimizer", json::object()).value("kind", "")},
+                  {"steps", json_value(opts, "steps", int64_t(0), where)},
+                  {"transport", json_value(opts, "transport", std::string(), where)},
+                  {"optimizer", json_value(optimizer, "kind", std::string(), where + ".optimizer")},
                   {"train_flops_per_token", 3.0 * double(forward_flops_per_token(c))}};
   }
   json last_eval;
   r["columns"] = metric_columns(metrics, o.max_points, last_eval);
   r["last_eval"] = last_eval;
   r["checkpoints"] = checkpoints(run, layers);
-  std::string fc = o.forecast.empty() ? opts.value("forecast", "") : o.forecast;
+  std::string fc = o.forecast.empty()
+                       ? json_value(opts, "forecast", std::string(), run + "/run.json: options")
+                       : o.forecast;
   if (!fc.empty()) {
     if (!fs::exists(fc) && fs::exists(fs::path(run) / fc)) fc = (fs::path(run) / fc).string();
     if (fs::exists(fc))
@@ -209,11 +222,27 @@ json run_data(const std::string& run, const ReportOptions& o) {
   return r;
 }
 
-// JSON inside <script>: "</" would end the element.
-std::string script_safe(std::string s) {
-  for (size_t at = 0; (at = s.find("</", at)) != std::string::npos; at += 3)
-    s.replace(at, 2, "<\\/");
-  return s;
+// JSON inside <script>: "</script", "<!--" and "-->" would change how the HTML parser reads the
+// element, and U+2028/U+2029 end a line inside a JavaScript string in older engines. All of them
+// occur only inside JSON strings, where \uXXXX stands for the same character.
+std::string script_safe(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    if (ch == '<')
+      out += "\\u003c";
+    else if (ch == '>')
+      out += "\\u003e";
+    else if (ch == '&')
+      out += "\\u0026";
+    else if (ch == '\xe2' && i + 2 < s.size() && s[i + 1] == '\x80' &&
+             (s[i + 2] == '\xa8' || s[i + 2] == '\xa9'))
+      out += s[i + 2] == '\xa8' ? "\\u2028" : "\\u2029", i += 2;
+    else
+      out += ch;
+  }
+  return out;
 }
 
 void replace_once(std::string& s, const std::string& what, const std::string& with) {
@@ -236,7 +265,9 @@ std::string report_data(const std::vector<std::string>& runs, const ReportOption
     static const kernels::PeakResult p = kernels::measure_fma_peak(threads);
     d["peak"] = {{"gflops", p.gflops}, {"threads", threads}, {"isa", kernels::isa_name()}};
   }
-  return d.dump();
+  // Names and strings from the run's files that are not UTF-8 are shown with U+FFFD in place of
+  // each bad byte rather than stopping the report.
+  return d.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string render_report(const std::vector<std::string>& runs, const ReportOptions& o) {

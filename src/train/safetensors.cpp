@@ -13,6 +13,8 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/json_file.hpp"
+#include "core/limits.hpp"
 
 namespace marin {
 
@@ -150,26 +152,15 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   const std::string_view header_text = bytes.substr(8, n);
   const std::string_view data = bytes.substr(8 + n);
 
-  // Duplicate top-level keys would silently keep the last one: catch them while parsing.
-  std::set<std::string> keys;
-  std::string duplicate;
-  nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t ev,
-                                             nlohmann::json& parsed) {
-    if (depth == 1 && ev == nlohmann::json::parse_event_t::key && parsed.is_string()) {
-      if (!keys.insert(parsed.get<std::string>()).second && duplicate.empty())
-        duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(header_text.begin(), header_text.end(), cb);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: bad JSON header: {}", path, e.what());
-  }
+  // The project's one JSON policy: a tensor named twice (a duplicate key, which would silently
+  // keep the last one) and deep nesting are refused while parsing.
+  const nlohmann::json h = parse_json(header_text, path, "the safetensors header");
   MARIN_CHECK(h.is_object(), "{}: the header is not a JSON object", path);
-  MARIN_CHECK(duplicate.empty(), "{}: tensor '{}' appears twice in the header", path, duplicate);
 
+  const size_t tensors = h.size() - (h.contains("__metadata__") ? 1 : 0);
+  MARIN_CHECK(tensors <= kMaxSafetensorsEntries,
+              "{}: the header lists {} tensors, more than the limit of {}", path, tensors,
+              kMaxSafetensorsEntries);
   std::vector<Entry> entries;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
