@@ -21,6 +21,7 @@
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
+#include "dist/agreement.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
 #include "eval/tasks/task_items.hpp"
@@ -185,6 +186,9 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   run_dir_ = run_dir;
   comm_ = comm ? comm : &dist::world();
   const int N = comm_->size();
+  // Before the first collective that depends on an option: ranks launched with different
+  // options end here, naming them, instead of waiting for each other forever.
+  dist::require_agreement(*comm_, o.to_json(), "options");
   if (o.batch <= 0) fail("--batch must be positive, got {}", o.batch);
   // The micro-batch is a property of the run (the unit of the exact gradient sum), not of the
   // rank count (a checkpoint from before it was recorded gets the default).
