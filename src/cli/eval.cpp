@@ -312,7 +312,8 @@ MARIN_COMMAND(
           ->check(in_range<int64_t>(1, int64_t(1) << 20));
       app.add_option("--max-tokens", a->max_tokens,
                      "score a fixed subset per domain: documents in order that fit this many "
-                     "tokens (default: all)");
+                     "tokens (default: all)")
+          ->check(in_range<int64_t>(1, INT64_MAX));
       app.add_option("--batch", a->batch, "rows per forward pass")
           ->capture_default_str()
           ->check(batch_range());

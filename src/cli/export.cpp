@@ -45,6 +45,11 @@ MARIN_COMMAND(
       app.add_option("--dtype", o->hf.dtype, "weight dtype: fp32 or bf16")
           ->capture_default_str()
           ->check(CLI::IsMember({"fp32", "bf16"}));
+      app.add_option("--bf16-overflow", o->hf.bf16_overflow,
+                     "a finite weight beyond bf16's range: error (naming the tensor) or "
+                     "saturate (the largest finite bf16)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"error", "saturate"}));
       app.add_option("--tokenizer", o->hf.tokenizer,
                      "tokenizer.json or .tiktoken (default: the checkpoint's "
                      "tokenizer.json when present)");

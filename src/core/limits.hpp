@@ -68,5 +68,10 @@ void require_memory(int64_t bytes, std::string_view what);
 inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // steps, and periods counted in steps
 inline constexpr int kMaxBatch = 1 << 24;                // sequences per step or forward pass
 inline constexpr int kMaxThreads = 1024;                 // compute threads of a process
+// Counts in input files, each far above any real use and low enough that the work they imply
+// (a pairwise check, a per-entry allocation) stays bounded (docs/reliability.md, "Bounds").
+inline constexpr size_t kMaxSafetensorsEntries = 250'000;  // tensors in one header
+inline constexpr size_t kMaxMixtureSources = 10'000;       // domains/sources of one mixture
+inline constexpr size_t kMaxLadderRuns = 1'000;  // runs of one ladder (rungs × budgets × seeds)
 
 }  // namespace marin

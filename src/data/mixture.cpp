@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/json_file.hpp"
+#include "core/limits.hpp"
 #include "core/toml_file.hpp"
 #include "data/shards.hpp"
 
@@ -186,6 +187,9 @@ constexpr double kMinWeight = 1e-6, kMaxWeight = 1e6;
 
 void MixtureConfig::validate() const {
   if (sources.empty()) fail("mixture {}: no sources", origin);
+  if (sources.size() > kMaxMixtureSources)
+    fail("mixture {}: {} sources, more than the limit of {}", origin, sources.size(),
+         kMaxMixtureSources);
   if (phases.empty()) fail("mixture {}: no phases", origin);
   std::set<std::string> names;
   for (const auto& s : sources)

@@ -116,7 +116,7 @@ struct Stored {
   std::string bytes;
 };
 
-Stored convert(const ParamInfo& p, const float* params, bool bf16) {
+Stored convert(const ParamInfo& p, const float* params, bool bf16, bool saturate) {
   const TensorName t = hf_name(p.name);
   Stored s{t.name, stored_shape(p, t.transpose), {}};
   const float* src = params + p.offset;
@@ -131,7 +131,15 @@ Stored convert(const ParamInfo& p, const float* params, bool bf16) {
   if (bf16) {
     s.bytes.resize(size_t(p.size) * 2);
     for (int64_t i = 0; i < p.size; ++i) {
-      const uint16_t h = to_bf16(src[i]);
+      uint16_t h = to_bf16(src[i]);
+      if ((h & 0x7fffu) == 0x7f80u) {  // rounded to ±inf (the values are finite)
+        if (!saturate)
+          fail(
+              "tensor '{}': element {} is {}, beyond bf16's largest finite value (±3.3895e38): "
+              "export it as fp32, or pass --bf16-overflow saturate",
+              p.name, i, src[i]);
+        h = uint16_t((h & 0x8000u) | 0x7f7fu);
+      }
       std::memcpy(s.bytes.data() + 2 * i, &h, 2);
     }
   } else {
@@ -163,6 +171,8 @@ std::string dump(const ojson& j) {
 
 ExportSummary export_hf(const std::string& ck, const std::string& out, const ExportOptions& o) {
   if (o.dtype != "fp32" && o.dtype != "bf16") fail("--dtype '{}': expected fp32 or bf16", o.dtype);
+  if (o.bf16_overflow != "error" && o.bf16_overflow != "saturate")
+    fail("--bf16-overflow '{}': expected error or saturate", o.bf16_overflow);
   if (o.max_shard_bytes <= 0) fail("max shard size {} must be positive", o.max_shard_bytes);
   const bool bf16 = o.dtype == "bf16";
   const ModelConfig c = load_config(ck);
@@ -183,7 +193,8 @@ ExportSummary export_hf(const std::string& ck, const std::string& out, const Exp
 
   ExportSummary sum;
   std::vector<Stored> stored;
-  for (const ParamInfo& p : table.params()) stored.push_back(convert(p, params.data(), bf16));
+  for (const ParamInfo& p : table.params())
+    stored.push_back(convert(p, params.data(), bf16, o.bf16_overflow == "saturate"));
   // Shards: tensors in table order, a new shard when the next tensor would pass the limit.
   std::vector<std::vector<const Stored*>> shards(1);
   int64_t in_shard = 0;

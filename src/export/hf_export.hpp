@@ -32,6 +32,9 @@ struct ExportOptions {
   std::string dtype = "fp32";               // fp32 or bf16
   int64_t max_shard_bytes = 5'000'000'000;  // Hugging Face's default shard size (5 GB)
   std::string tokenizer;                    // "" → CHECKPOINT/tokenizer.json when present
+  // A finite fp32 weight beyond bf16's range (|x| ≥ 2^128 − 2^119, which rounds to inf): an
+  // error naming the tensor ("error"), or the largest finite bf16 of its sign ("saturate").
+  std::string bf16_overflow = "error";
 };
 
 // What an export wrote (for the CLI's summary and the tests).

@@ -592,6 +592,14 @@ json make_forecast_unchecked(const ForecastOptions& o) {
   }
   if (spec.family == LawFamily::Sigmoid) spec.ceiling = std::log(double(o.target.vocab_size));
   const LawRun main = run_law(spec, true);
+  // Every curve is complete (checked above), so a law that cannot be fitted on the full curves
+  // (all rungs at one compute, a zero or negative compute, values past a double) leaves nothing
+  // to forecast: an error, never a forecast.json with a null prediction.
+  if (!main.final_loss) {
+    const json& last = main.fits.empty() ? json() : main.fits.back();
+    fail("forecast: the law {} cannot be fitted on the ladder's complete curves: {}",
+         spec.to_json().dump(), last.value("error", std::string("no prediction")));
+  }
   json law_json = spec.to_json();
   law_json["chosen_by"] =
       !o.compare    ? "--law"

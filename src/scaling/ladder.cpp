@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/json_file.hpp"
+#include "core/limits.hpp"
 #include "core/toml_file.hpp"
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
@@ -247,6 +248,12 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
   if (layers.size() != widths.size())
     fail("{}: 'layers' must list one layer count per width ({} widths, {} layer counts)", wl,
          widths.size(), layers.size());
+  // Checked before any rung is built: each costs a model validation, and rung and run names
+  // are compared pairwise.
+  if (const size_t runs = widths.size() * std::max<size_t>(1, c.budgets.size()) * c.seeds.size();
+      runs > kMaxLadderRuns)
+    fail("{}: {} runs (rungs × token budgets × seeds), more than the limit of {} for one ladder",
+         wl, runs, kMaxLadderRuns);
   std::vector<std::string> names;
   if (L.contains("names")) {
     if (!L["names"].is_array() || L["names"].size() != widths.size())

@@ -25,7 +25,13 @@ void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& 
 
 ModelConfig load_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  if (!fs::exists(path)) fail("{}: missing (is '{}' a checkpoint directory?)", path, dir);
+  // The error_code form: a link loop (a `latest` pointing at itself) is a message, not an
+  // uncaught filesystem_error.
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    if (ec) fail("{}: {} (is '{}' a checkpoint directory?)", path, ec.message(), dir);
+    fail("{}: missing (is '{}' a checkpoint directory?)", path, dir);
+  }
   const nlohmann::json j = load_json(path);
   ModelConfig c = ModelConfig::from_json(j, path);
   try {
