@@ -3,6 +3,7 @@
 // scripts/parquet_write.sh (never committed), and on those files damaged in each way the reader
 // must refuse.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 #include <nlohmann/json.hpp>
 
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "cli_util.hpp"
 #include "core/fileio.hpp"
+#include "data/sources/document_source.hpp"
 #include "data/sources/parquet_file.hpp"
 
 using namespace marin;
@@ -286,4 +288,53 @@ TEST(Parquet, CorruptCompressedData) {
     });
     expect_error(p, "text", "row group 0");
   }
+}
+
+// The adapter into the document seam: a Parquet file through open_source ("auto" and
+// "parquet") yields exactly the documents its JSONL original does, nulls skipped and counted.
+TEST(Parquet, DocumentSourceMatchesTheSameTextsAsJsonl) {
+  NEED_FILES();
+  const auto read_all = [](const std::string& path, std::string_view format,
+                           const SourceOptions& o) {
+    std::vector<Document> docs;
+    auto src = open_source(path, format, o);
+    Document d;
+    while (src->next(d)) docs.push_back(d);
+    return std::make_pair(docs, src->skipped());
+  };
+  SourceOptions o;
+  const auto [jsonl, jsonl_skipped] = read_all(written().dir + "/in.jsonl", "jsonl", o);
+  ASSERT_EQ(jsonl_skipped.at("null text"), 3u);
+  for (const std::string name : {"rust-zstd-v1-dict.parquet", "rust-gzip-v2-plain.parquet",
+                                 "hyparquet-snappy-v2-dict.parquet"}) {
+    SCOPED_TRACE(name);
+    for (const std::string_view format : {"auto", "parquet"}) {
+      const auto [docs, skipped] = read_all(path_of(name), format, o);
+      EXPECT_EQ(skipped, jsonl_skipped);
+      ASSERT_EQ(docs.size(), jsonl.size());
+      for (size_t i = 0; i < docs.size(); ++i) {
+        EXPECT_EQ(docs[i].text, jsonl[i].text) << i;
+        EXPECT_EQ(docs[i].id, "");
+      }
+    }
+    // --id-field: another text column, read row by row alongside.
+    SourceOptions with_id;
+    with_id.id_field = "req";
+    const auto [docs, skipped] = read_all(path_of(name), "parquet", with_id);
+    ASSERT_EQ(docs.size(), jsonl.size());
+    for (const auto& d : docs) EXPECT_EQ(d.id, d.text);
+    // The manifest's hash is the file's xxh64.
+    auto src = open_source(path_of(name), "parquet", o);
+    Document d;
+    while (src->next(d)) {
+    }
+    const std::string bytes = read_file(path_of(name));
+    EXPECT_EQ(src->file_xxh64(), XXH64(bytes.data(), bytes.size(), 0));
+    EXPECT_EQ(src->bytes_read(), bytes.size());
+  }
+  SourceOptions bad;
+  bad.text_field = "n";
+  const std::string e =
+      error_of([&] { read_all(path_of("rust-zstd-v1-dict.parquet"), "auto", bad); });
+  EXPECT_NE(e.find("column 'n' is INT32, not a text column"), std::string::npos) << e;
 }

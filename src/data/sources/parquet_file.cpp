@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
@@ -341,6 +342,24 @@ void ParquetFile::read_at(uint64_t offset, uint64_t length, std::string& out,
       fail("{}: {} ends early at byte offset {} (the file shrank?)", path_, what, offset + done);
     done += uint64_t(n);
   }
+}
+
+uint64_t ParquetFile::xxh64() const {
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  std::string buf;
+  try {
+    for (uint64_t at = 0; at < size_; at += buf.size()) {
+      read_at(at, std::min<uint64_t>(uint64_t(1) << 20, size_ - at), buf, "the file's bytes");
+      XXH64_update(state, buf.data(), buf.size());
+    }
+  } catch (...) {
+    XXH64_freeState(state);
+    throw;
+  }
+  const uint64_t h = XXH64_digest(state);
+  XXH64_freeState(state);
+  return h;
 }
 
 std::vector<ParquetColumnInfo> ParquetFile::columns() const {

@@ -84,6 +84,9 @@ class ParquetFile {
   // "a (BYTE_ARRAY, STRING), b (INT64), ..." for error messages.
   std::string column_list() const;
 
+  // The xxh64 of the whole file (read once more, 1 MiB at a time), for manifests.
+  uint64_t xxh64() const;
+
   // Reads `length` bytes at `offset` into `out` (checked against the file's size first).
   void read_at(uint64_t offset, uint64_t length, std::string& out, std::string_view what) const;
 
@@ -109,6 +112,11 @@ class ParquetTextColumn {
   ~ParquetTextColumn();
 
   bool next(std::string_view& value);
+  // The next row's entry, null or not (for reading two columns row by row); false at the end.
+  bool next_entry(std::string_view& value, bool& is_null);
+  int64_t rows() const { return rows_; }  // entries returned so far
+  // Where the reader is in the file: the end of the last page read (progress).
+  uint64_t file_offset() const { return chunk_pos_; }
   int64_t nulls() const { return nulls_; }
   int64_t values() const { return values_; }
   // The row group of the value last returned (for callers' messages).
@@ -146,7 +154,7 @@ class ParquetTextColumn {
   // A v2 page's null count from its header (-1 for v1), checked against its levels at its end.
   int64_t page_nulls_expected_ = -1, page_nulls_seen_ = 0;
 
-  int64_t nulls_ = 0, values_ = 0;
+  int64_t nulls_ = 0, values_ = 0, rows_ = 0;
 };
 
 }  // namespace marin::data

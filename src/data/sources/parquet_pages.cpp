@@ -284,6 +284,7 @@ void ParquetTextColumn::start_chunk() {
   const int64_t start =
       dict > 0 && dict < chunk_->data_page_offset ? dict : chunk_->data_page_offset;
   const uint64_t size = file_.size();
+  page_offset_ = uint64_t(std::max<int64_t>(start, 0));
   if (start < 4 || uint64_t(start) >= size || chunk_->total_compressed_size < 0 ||
       uint64_t(chunk_->total_compressed_size) > size - uint64_t(start))
     corrupt(
@@ -464,35 +465,43 @@ bool ParquetTextColumn::load_page() {
   }
 }
 
-bool ParquetTextColumn::next(std::string_view& value) {
-  for (;;) {
-    while (entries_left_ == 0) {
-      if (page_nulls_expected_ >= 0 && page_nulls_seen_ != page_nulls_expected_)
-        corrupt(
-            fmt::format("a data page v2 with {} nulls in its definition levels, {} in its "
-                        "header",
-                        page_nulls_seen_, page_nulls_expected_));
-      page_nulls_expected_ = -1;
-      if (!load_page()) return false;
-    }
-    --entries_left_;
-    if (def_levels_ && def_levels_->next() < uint32_t(max_def_)) {
-      ++nulls_;
-      ++page_nulls_seen_;
-      continue;
-    }
-    if (dict_indices_) {
-      const uint32_t i = dict_indices_->next();
-      if (i >= dictionary_.size())
-        corrupt(fmt::format("dictionary index {} past the dictionary's {} values", i,
-                            dictionary_.size()));
-      value = dictionary_[i];
-    } else {
-      value = next_plain();
-    }
-    ++values_;
+bool ParquetTextColumn::next_entry(std::string_view& value, bool& is_null) {
+  while (entries_left_ == 0) {
+    if (page_nulls_expected_ >= 0 && page_nulls_seen_ != page_nulls_expected_)
+      corrupt(
+          fmt::format("a data page v2 with {} nulls in its definition levels, {} in its "
+                      "header",
+                      page_nulls_seen_, page_nulls_expected_));
+    page_nulls_expected_ = -1;
+    if (!load_page()) return false;
+  }
+  --entries_left_;
+  ++rows_;
+  is_null = def_levels_ && def_levels_->next() < uint32_t(max_def_);
+  if (is_null) {
+    ++nulls_;
+    ++page_nulls_seen_;
+    value = {};
     return true;
   }
+  if (dict_indices_) {
+    const uint32_t i = dict_indices_->next();
+    if (i >= dictionary_.size())
+      corrupt(fmt::format("dictionary index {} past the dictionary's {} values", i,
+                          dictionary_.size()));
+    value = dictionary_[i];
+  } else {
+    value = next_plain();
+  }
+  ++values_;
+  return true;
+}
+
+bool ParquetTextColumn::next(std::string_view& value) {
+  bool is_null = false;
+  while (next_entry(value, is_null))
+    if (!is_null) return true;
+  return false;
 }
 
 }  // namespace marin::data

@@ -9,6 +9,7 @@
 #include "data/sources/byte_stream.hpp"
 #include "data/sources/document_source.hpp"
 #include "data/sources/jsonl_source.hpp"
+#include "data/sources/parquet_source.hpp"
 #include "data/sources/text_source.hpp"
 
 namespace marin::data {
@@ -30,12 +31,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 const std::vector<SourceFormat>& source_formats() {
   static const std::vector<SourceFormat> formats = {
-      pending(
-          "parquet",
-          [](std::string_view n, std::string_view h) {
-            return ends_with(n, ".parquet") || h.substr(0, 4) == "PAR1";
-          },
-          "the Parquet reader is not built into this binary yet (issue 38)"),
+      parquet_format(),
       pending(
           "llmc",
           [](std::string_view, std::string_view h) {
