@@ -63,6 +63,12 @@ const Written& written() {
                 .string();
     std::filesystem::remove_all(w.dir);
     std::filesystem::create_directories(w.dir);
+    static std::string remove_at_exit;
+    remove_at_exit = w.dir;
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(remove_at_exit, ec);
+    });
     std::string jsonl;
     for (const auto& t : texts())
       jsonl += nlohmann::json{{"text", t ? nlohmann::json(*t) : nlohmann::json()}}.dump() + "\n";
