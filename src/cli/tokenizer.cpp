@@ -19,14 +19,14 @@ struct Options {
   uint32_t vocab = 8192;
   std::vector<std::string> inputs;
   std::string out = "tokenizer.json";
-  std::string vocab_file, in_file;
+  std::string vocab_file, in_file, text_field = "text";
   bool json = false, allow_special = false;
   std::vector<std::string> specials = marin::Tokenizer::default_specials();
 };
 
 int run_train(const Options& o) {
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> docs = marin::read_documents(o.inputs);
+  std::vector<std::string> docs = marin::read_documents(o.inputs, o.text_field);
   size_t bytes = 0;
   for (const auto& d : docs) bytes += d.size();
   fmt::print(stderr, "tokenizer train: {} documents, {:.2f} MB from {} file(s)\n", docs.size(),
@@ -111,10 +111,14 @@ MARIN_COMMAND(tokenizer, "tokenizer",
                 marin::cli::add_deprecated(*train, "--vocab", "--vocab-size", o->vocab);
                 train
                     ->add_option("--in", o->inputs,
-                                 "Text files (whole file = one document) or .jsonl files "
-                                 "(one {\"text\": ...} per line)")
-                    ->required()
-                    ->check(CLI::ExistingFile);
+                                 "Text files (whole file = one document), .jsonl files (one "
+                                 "object per line), gzip/zstd-compressed ones (by magic number), "
+                                 "directories (walked recursively) or globs")
+                    ->required();
+                train
+                    ->add_option("--text-field", o->text_field,
+                                 "JSONL: the text's field, a dotted path for nested ones (a.b)")
+                    ->capture_default_str();
                 train->add_option("--out", o->out, "Output tokenizer.json")->capture_default_str();
                 train->add_option("--special", o->specials, "Special tokens (BOS, EOS, PAD first)")
                     ->capture_default_str();

@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/json_file.hpp"
-#include "core/utf8.hpp"
+#include "data/sources/jsonl_source.hpp"
 
 namespace marin::text_corpus {
 
@@ -39,20 +39,20 @@ std::string text_shard_name(std::string_view token_shard_file) {
 }
 
 bool blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+  return data::blank_line(line);
 }
 
 const std::string& document_text(std::string_view line, const std::string& file, uint64_t line_no,
                                  nlohmann::json& j) {
-  if (const size_t bad = utf8::first_invalid(line); bad != std::string_view::npos)
-    fail(
-        "{}:{}: not valid UTF-8 (byte 0x{:02x} at column {}); corpus shards must be UTF-8 "
-        "(`marin corpus build` re-encodes such bytes as Windows-1252)",
-        file, line_no, static_cast<unsigned char>(line[bad]), bad + 1);
-  j = parse_json(line, fmt::format("{}:{}", file, line_no));
-  if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-    fail("{}:{}: expected an object with a string field \"text\"", file, line_no);
-  return j["text"].get_ref<const std::string&>();
+  // The corpus layout's rule is the JSONL reader's (data/sources/jsonl_source.hpp) with the text
+  // at "text", where a document without one is an error rather than a counted skip.
+  static const std::vector<std::string> text_path = {"text"};
+  data::JsonlSkip skip;
+  const std::string* text = data::jsonl_text(line, file, line_no, text_path, j, skip);
+  if (!text)
+    fail("{}:{}: expected an object with a string field \"text\" ({})", file, line_no,
+         data::skip_reason(skip));
+  return *text;
 }
 
 std::string Document::id(std::string fallback) const {
