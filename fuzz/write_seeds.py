@@ -179,3 +179,27 @@ c3 = json.loads(json.dumps(cm))
 c3["domains"]["d"]["shards"][0]["xxh64"] = "XYZ"
 c3["domains"]["e"] = {"shards": [{"file": "/abs/train-00000.jsonl"}]}
 put("fuzz_corpus_manifest", "bad_hex_abs", json.dumps(c3))
+
+# Pre-tokenized imports (fuzz_token_import): files written by scripts/write_token_files.py, the way
+# llm.c and Megatron-LM write them. Byte 0 even: an llm.c file; odd: u32 .idx length, .idx, .bin.
+# The target's tokenizer has 262 ids: BOS 259, EOS 260.
+import importlib.util, tempfile
+spec = importlib.util.spec_from_file_location(
+    "write_token_files", os.path.join(os.path.dirname(root), "..", "scripts", "write_token_files.py"))
+wtf = importlib.util.module_from_spec(spec)
+try:
+    spec.loader.exec_module(wtf)  # needs numpy, which Debian's /usr/bin/python3 has
+except ImportError as e:
+    sys.exit(f"write_seeds.py: fuzz_token_import's seeds need numpy ({e}); run with /usr/bin/python3")
+docs = [[116, 104, 101], [], [99, 97, 116, 32, 115]]
+with tempfile.TemporaryDirectory() as tmp:
+    for name, version, delim in [("llmc_v1", 1, 260), ("llmc_v7", 7, 259)]:
+        f = os.path.join(tmp, name)
+        wtf.write_llmc(f, docs, version, delim, 0)
+        put("fuzz_token_import", name, b"\0" + open(f, "rb").read())
+    for name, dtype, eod, sentences in [("megatron_int32_eod", "int32", True, 1),
+                                        ("megatron_uint16_sentences", "uint16", False, 2)]:
+        f = os.path.join(tmp, name)
+        wtf.write_megatron(f, docs, dtype, eod, 260, sentences)
+        idx, bin_ = open(f + ".idx", "rb").read(), open(f + ".bin", "rb").read()
+        put("fuzz_token_import", name, b"\1" + struct.pack("<I", len(idx)) + idx + bin_)

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "data/shards.hpp"
+#include "data/sources/token_import.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
 namespace {
@@ -16,12 +17,40 @@ struct Options {
   std::string vocab, corpus, out, split = "both";
   int threads = 2;
   bool no_verify = false;
+  // Pre-tokenized imports (--format llmc|megatron, docs/data.md "Pre-tokenized imports").
+  std::vector<std::string> in;
+  std::string format, domain;
+  double valid_fraction = 0;
 };
+
+// `--format llmc|megatron --in FILE...`: token files already tokenized with this tokenizer
+// become token shards as they are, no text and no re-tokenization.
+int run_token_import(const Options& o, const marin::Tokenizer& tok) {
+  if (!o.corpus.empty())
+    marin::fail("tokenize --format {} reads --in FILE..., not --corpus", o.format);
+  marin::data::TokenImportOptions opts;
+  opts.inputs = o.in;
+  opts.format = o.format;
+  opts.out = o.out;
+  opts.domain = o.domain;
+  opts.valid_fraction = o.valid_fraction;
+  const marin::TokenManifest m = marin::data::import_token_files(tok, opts);
+  uint64_t docs = 0, tokens = 0;
+  for (const auto& s : m.shards) docs += s.documents, tokens += s.tokens;
+  fmt::print(stderr,
+             "tokenize: imported {} {} file(s): {} shard(s), {} documents, {} tokens -> "
+             "{}/manifest.json\n",
+             o.in.size(), o.format, m.shards.size(), docs, tokens, o.out);
+  return 0;
+}
 
 int run(const Options& o) {
   if (o.vocab.empty()) marin::fail("tokenize needs --tokenizer FILE (tokenizer.json or .tiktoken)");
   const auto t0 = std::chrono::steady_clock::now();
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab);
+  if (marin::data::is_token_format(o.format)) return run_token_import(o, tok);
+  if (o.corpus.empty())
+    marin::fail("tokenize needs --corpus ROOT (or --format llmc|megatron --in FILE...)");
   marin::TokenizeOptions opts;
   opts.corpus = o.corpus;
   opts.out = o.out;
@@ -52,8 +81,7 @@ MARIN_COMMAND(tokenize, "tokenize",
                 marin::cli::add_deprecated(app, "--vocab", "--tokenizer", o->vocab);
                 app.add_option("--corpus", o->corpus,
                                "Corpus root: <domain>/{train,valid}-NNNNN.jsonl, one "
-                               "{\"id\", \"text\"} per line")
-                    ->required();
+                               "{\"id\", \"text\"} per line");
                 app.add_option("--out", o->out, "Output token directory")->required();
                 app.add_option("--split", o->split, "Which splits to tokenize")
                     ->check(CLI::IsMember({"train", "valid", "both"}))
@@ -64,5 +92,15 @@ MARIN_COMMAND(tokenize, "tokenize",
                 app.add_flag("--no-verify", o->no_verify,
                              "skip checking each text shard against the xxh64 in the corpus "
                              "manifest");
+                app.add_option("--in", o->in, "Token files to import (--format llmc|megatron)");
+                app.add_option("--format", o->format,
+                               "llmc (llm.c .bin) or megatron (Megatron-LM PREFIX.bin + .idx): "
+                               "import token files instead of tokenizing text")
+                    ->check(CLI::IsMember({"llmc", "megatron"}));
+                app.add_option("--domain", o->domain, "The domain imported documents go to");
+                app.add_option("--valid-fraction", o->valid_fraction,
+                               "Fraction of imported documents put in the valid split")
+                    ->check(marin::cli::in_range<double>(0.0, 1.0))
+                    ->capture_default_str();
                 return [o]() { return run(*o); };
               });
