@@ -302,7 +302,21 @@ std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
       if (k + 1 < g.max_gen_toks) z = dec.step(next);
     }
     if (cut != std::string::npos) text.resize(cut);
-    out.push_back(std::move(text));
+    // Bytes that are not UTF-8 (a token ending inside a character) become U+FFFD, as the
+    // harness's decode(errors="replace") gives them; the response is then valid JSON text.
+    std::string clean;
+    for (size_t i = 0; i < text.size();) {
+      uint32_t cp = 0;
+      const size_t n = utf8::decode(text, i, cp);
+      if (n == 0) {
+        clean += "\xEF\xBF\xBD";
+        ++i;
+      } else {
+        clean.append(text, i, n);
+        i += n;
+      }
+    }
+    out.push_back(std::move(clean));
   }
   return out;
 }
