@@ -107,11 +107,22 @@ eval::TaskItems mc_task() {
        {"the heaven", "the earth and", "light"},
        {0},
        "",
-       ""},
-      {1, "1", "And God said, Let there be ", {"light", "darkness", "a firmament"}, {2}, "", "", {}, {}},
+       "",
+       {},
+       {}},
+      {1,
+       "1",
+       "And God said, Let there be ",
+       {"light", "darkness", "a firmament"},
+       {2},
+       "",
+       "",
+       {},
+       {}},
       {2, "2", "", {"Genesis", "Exodus"}, {1}, "", "", {}, {}},                    // empty context
-      {3, "3", long_ctx, {"Speak unto the children", "Go"}, {0}, "", "", {}, {}},  // left truncation
-      {4, "4", "Café ", {"crème", "thé"}, {0, 1}, "", "", {}, {}}};                // trailing space, UTF-8
+      {3, "3", long_ctx, {"Speak unto the children", "Go"}, {0}, "", "", {}, {}},  // left
+                                                                                   // truncation
+      {4, "4", "Café ", {"crème", "thé"}, {0, 1}, "", "", {}, {}}};  // trailing space, UTF-8
   return t;
 }
 
