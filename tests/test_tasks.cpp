@@ -242,7 +242,7 @@ TEST(Tasks, RollingEqualsOneForwardWhenItFits) {
   t.type = eval::OutputType::LoglikelihoodRolling;
   t.metrics = {"word_perplexity", "byte_perplexity", "bits_per_byte"};
   const std::string text = "In the beginning God created the heaven and the earth.";
-  t.items = {{0, "0", "", {}, {}, text, text}};
+  t.items = {{0, "0", "", {}, {}, text, text, {}, {}}};
   eval::TaskOptions o;
   o.progress = false;
   o.log_samples = true;
@@ -275,7 +275,7 @@ TEST(Tasks, AccNormDividesByCharactersNotTokensOrBytes) {
   t.metrics = {"acc", "acc_norm"};
   // "éé": 2 characters, 4 bytes; "abc": 3 characters, 3 bytes. By characters −3/2 < −4/3, so
   // acc_norm picks "abc" (gold); by bytes (−0.75 > −1.33) it would pick "éé".
-  t.items = {{0, "0", "x", {"éé", "abc"}, {1}, "", ""}};
+  t.items = {{0, "0", "x", {"éé", "abc"}, {1}, "", "", {}, {}}};
   eval::ItemScores s;
   s.ll = {{-3.0, -4.0}};
   s.greedy = {{false, false}};
