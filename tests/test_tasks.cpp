@@ -107,11 +107,22 @@ eval::TaskItems mc_task() {
        {"the heaven", "the earth and", "light"},
        {0},
        "",
-       ""},
-      {1, "1", "And God said, Let there be ", {"light", "darkness", "a firmament"}, {2}, "", ""},
-      {2, "2", "", {"Genesis", "Exodus"}, {1}, "", ""},                    // empty context
-      {3, "3", long_ctx, {"Speak unto the children", "Go"}, {0}, "", ""},  // left truncation
-      {4, "4", "Café ", {"crème", "thé"}, {0, 1}, "", ""}};                // trailing space, UTF-8
+       "",
+       {},
+       {}},
+      {1,
+       "1",
+       "And God said, Let there be ",
+       {"light", "darkness", "a firmament"},
+       {2},
+       "",
+       "",
+       {},
+       {}},
+      {2, "2", "", {"Genesis", "Exodus"}, {1}, "", "", {}, {}},                    // empty context
+      {3, "3", long_ctx, {"Speak unto the children", "Go"}, {0}, "", "", {}, {}},  // left
+                                                                                   // truncation
+      {4, "4", "Café ", {"crème", "thé"}, {0, 1}, "", "", {}, {}}};  // trailing space, UTF-8
   return t;
 }
 
@@ -231,7 +242,7 @@ TEST(Tasks, RollingEqualsOneForwardWhenItFits) {
   t.type = eval::OutputType::LoglikelihoodRolling;
   t.metrics = {"word_perplexity", "byte_perplexity", "bits_per_byte"};
   const std::string text = "In the beginning God created the heaven and the earth.";
-  t.items = {{0, "0", "", {}, {}, text, text}};
+  t.items = {{0, "0", "", {}, {}, text, text, {}, {}}};
   eval::TaskOptions o;
   o.progress = false;
   o.log_samples = true;
@@ -264,7 +275,7 @@ TEST(Tasks, AccNormDividesByCharactersNotTokensOrBytes) {
   t.metrics = {"acc", "acc_norm"};
   // "éé": 2 characters, 4 bytes; "abc": 3 characters, 3 bytes. By characters −3/2 < −4/3, so
   // acc_norm picks "abc" (gold); by bytes (−0.75 > −1.33) it would pick "éé".
-  t.items = {{0, "0", "x", {"éé", "abc"}, {1}, "", ""}};
+  t.items = {{0, "0", "x", {"éé", "abc"}, {1}, "", "", {}, {}}};
   eval::ItemScores s;
   s.ll = {{-3.0, -4.0}};
   s.greedy = {{false, false}};

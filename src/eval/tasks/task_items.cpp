@@ -18,6 +18,7 @@
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
 #include "core/json_file.hpp"
+#include "eval/tasks/generation.hpp"
 
 extern char** environ;
 
@@ -33,6 +34,8 @@ const char* output_type_name(OutputType t) {
       return "loglikelihood";
     case OutputType::LoglikelihoodRolling:
       return "loglikelihood_rolling";
+    case OutputType::GenerateUntil:
+      return "generate_until";
   }
   return "?";
 }
@@ -41,7 +44,8 @@ namespace {
 
 const std::vector<std::string>& metrics_of(OutputType t) {
   static const std::vector<std::string> mc{"acc", "acc_norm"}, ll{"perplexity", "acc"},
-      roll{"word_perplexity", "byte_perplexity", "bits_per_byte"};
+      roll{"word_perplexity", "byte_perplexity", "bits_per_byte"}, gen{"exact_match"};
+  if (t == OutputType::GenerateUntil) return gen;
   return t == OutputType::MultipleChoice ? mc : t == OutputType::Loglikelihood ? ll : roll;
 }
 
@@ -79,9 +83,11 @@ TaskItems read_task_items(const std::string& file) {
     if (!j.is_object()) fail("{}: expected a JSON object", where);
     if (!have_header) {
       have_header = true;
-      if (j.value("format", json()) != "marin-tasks/1")
+      if (j.value("format", json()) != "marin-tasks/1" &&
+          j.value("format", json()) != "marin-tasks/2")
         fail(
-            "{}: expected the header {{\"format\": \"marin-tasks/1\", …}} of a rendered task "
+            "{}: expected the header {{\"format\": \"marin-tasks/1\" or \"marin-tasks/2\", …}} of "
+            "a rendered task "
             "(scripts/render_tasks.py)",
             where);
       t.header = j;
@@ -93,11 +99,15 @@ TaskItems read_task_items(const std::string& file) {
         t.type = OutputType::Loglikelihood;
       else if (ot == "loglikelihood_rolling")
         t.type = OutputType::LoglikelihoodRolling;
+      else if (ot == "generate_until")
+        t.type = OutputType::GenerateUntil;
       else
         fail(
             "{}: output_type \"{}\" is not supported (multiple_choice, loglikelihood, "
-            "loglikelihood_rolling)",
+            "loglikelihood_rolling, generate_until)",
             where, ot);
+      if (t.type == OutputType::GenerateUntil)
+        t.generation = std::make_shared<GenerationConfig>(read_generation_fields(j, where));
       t.version = j.value("version", json());
       t.num_fewshot = j.value("num_fewshot", 0);
       if (j.contains("target_delimiter"))
@@ -142,6 +152,10 @@ TaskItems read_task_items(const std::string& file) {
         it.gold.push_back(x.get<int>());
       }
       if (it.gold.empty()) fail("{}: \"gold\" is empty", where);
+    } else if (t.type == OutputType::GenerateUntil) {
+      it.targets = read_generation_targets(j, where);
+      it.target = it.targets[0];
+      it.doc = j.value("doc", json());
     } else {
       it.target = need_string(j, "target", where);
       if (it.target.empty()) fail("{}: \"target\" is empty", where);

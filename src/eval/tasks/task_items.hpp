@@ -11,6 +11,7 @@
 //   eval::TaskItems t = eval::load_task("tasks/cloze_definitions.yaml", {});
 //   // or eval::read_task_items("cloze.rendered.jsonl")
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,7 +19,7 @@
 
 namespace marin::eval {
 
-enum class OutputType { MultipleChoice, Loglikelihood, LoglikelihoodRolling };
+enum class OutputType { MultipleChoice, Loglikelihood, LoglikelihoodRolling, GenerateUntil };
 const char* output_type_name(OutputType t);
 
 struct TaskItem {
@@ -29,7 +30,13 @@ struct TaskItem {
   std::vector<int> gold;             // multiple_choice: the gold choice(s) (one unless a list)
   std::string target;                // loglikelihood(_rolling): the continuation / the text
   std::string audit_text;            // what the contamination audit checks
+  // generate_until (generation.hpp): the target(s), any one matching counts; target holds the
+  // first. doc: the document as the templates saw it (for --log-samples), null when absent.
+  std::vector<std::string> targets;
+  nlohmann::json doc;
 };
+
+struct GenerationConfig;
 
 struct TaskItems {
   std::string name;
@@ -40,6 +47,8 @@ struct TaskItems {
   std::string target_delimiter = " ";  // between context and choice/target (the harness's)
   std::vector<std::string> metrics;    // in metric_list order
   nlohmann::json header;               // the whole header line (config, seed, splits, source)
+  // generate_until: generation_kwargs, filter_list, exact_match options, repeats (generation.hpp)
+  std::shared_ptr<const GenerationConfig> generation;
   std::vector<TaskItem> items;
 
   // xxh64 (hex) of the first n items as they are scored (context, choices, gold, target), one

@@ -15,6 +15,7 @@
 #include "dist/comm.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/row_packer.hpp"
+#include "eval/tasks/generation.hpp"
 #include "model/decode_cache.hpp"
 
 namespace marin::eval {
@@ -89,13 +90,17 @@ size_t argmax(const V& v) {  // numpy's: the first maximum
   return best;
 }
 
+}  // namespace
+
 int32_t prefix_token(const Tokenizer& tok) {
   if (auto e = tok.eos()) return int32_t(*e);
   if (auto b = tok.bos()) return int32_t(*b);
   fail("tasks: the tokenizer has neither EOS nor BOS: no prefix token for an empty context");
 }
 
-}  // namespace
+MetricValue mean_metric(const std::vector<double>& x) {
+  return {mean(x), mean_stderr(x)};
+}
 
 uint64_t char_length(std::string_view s) {
   uint64_t n = 0;
@@ -319,6 +324,7 @@ std::map<std::string, MetricValue> task_metrics(const TaskItems& t, const ItemSc
 
 TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
                       const TaskOptions& o) {
+  if (t.type == OutputType::GenerateUntil) return score_generation_task(m, tok, t, o);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t S = m.config().seq_len;
   MARIN_CHECK(tok.vocab_size() <= uint32_t(m.config().vocab_size),
@@ -445,14 +451,23 @@ TaskResults score_tasks(Model<float>& m, const Tokenizer& tok, const std::vector
 namespace {
 
 bool higher_is_better(const std::string& m) {
-  return m == "acc" || m == "acc_norm";
+  return m == "acc" || m == "acc_norm" || m == "exact_match";
+}
+
+// A key "metric,filter" (generate_until) keeps its filter; the others are under "none".
+std::string metric_name(const std::string& k) {
+  return k.substr(0, k.find(','));
+}
+std::string filter_name(const std::string& k) {
+  const size_t c = k.find(',');
+  return c == std::string::npos ? "none" : k.substr(c + 1);
 }
 
 json metrics_json(const std::map<std::string, MetricValue>& ms) {
   json j = json::object();
   for (const auto& [k, v] : ms) {
-    j[k + ",none"] = v.value;
-    j[k + "_stderr,none"] = v.stderr_ ? json(*v.stderr_) : json("N/A");
+    j[metric_name(k) + "," + filter_name(k)] = v.value;
+    j[metric_name(k) + "_stderr," + filter_name(k)] = v.stderr_ ? json(*v.stderr_) : json("N/A");
   }
   return j;
 }
@@ -474,7 +489,7 @@ json TaskResults::to_json(const json& run_config) const {
     versions[t.task] = t.version;
     nshot[t.task] = t.num_fewshot;
     json h = json::object();
-    for (const auto& m : t.metrics) h[m] = higher_is_better(m);
+    for (const auto& m : t.metrics) h[metric_name(m)] = higher_is_better(metric_name(m));
     hib[t.task] = h;
     nsamples[t.task] = {{"original", t.original}, {"effective", t.effective}};
     subtasks[t.task] = json::array();

@@ -76,6 +76,9 @@ std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LL
                                            const std::vector<size_t>& item_begin,
                                            dist::Comm* group = nullptr);
 
+// The token an empty context is replaced by: EOS, else BOS (the document separator).
+int32_t prefix_token(const Tokenizer& tok);
+
 // Unicode code points of UTF-8 text (Python's len(str)), for acc_norm.
 uint64_t char_length(std::string_view utf8);
 
@@ -99,6 +102,9 @@ struct MetricValue {
   double value = 0;
   std::optional<double> stderr_;  // "N/A" in the harness's results when absent
 };
+
+// The mean of per-item scores with the harness's mean_stderr (sample sd / √n; none for n < 2).
+MetricValue mean_metric(const std::vector<double>& x);
 
 struct ItemAudit {
   uint64_t doc_id = 0;
