@@ -360,6 +360,61 @@ TEST(Tasks, HandWrittenHarnessYamlIsRenderedAndScored) {
   }
 }
 
+// Multi-input (winogrande-style): doc_to_text renders the index of the right context,
+// doc_to_choice the contexts, doc_to_target the one continuation. Each context is scored with
+// " " + continuation after it (the harness's construct_requests); acc is the argmax of those
+// log-likelihoods, acc_norm the argmax of ll / len(context without the few-shot prefix).
+TEST(Tasks, MultiInputScoresTheContinuationAfterEachContext) {
+  TempDir d("tasks-multi");
+  write(d.str("docs.jsonl"),
+        "{\"sentence\": \"And God called the _ Day.\", \"option1\": \"light\", "
+        "\"option2\": \"firmament\", \"answer\": \"1\"}\n"
+        "{\"sentence\": \"In the beginning _ created the heaven.\", \"option1\": \"Moses\", "
+        "\"option2\": \"God\", \"answer\": \"2\"}\n"
+        "{\"sentence\": \"And the evening and the _ were the first day.\", \"option1\": "
+        "\"morning\", \"option2\": \"night of the great deep\", \"answer\": \"1\"}\n");
+  write(d.str("wino.yaml"),
+        "task: wino\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
+        "    train: docs.jsonl\ntest_split: test\ntraining_split: train\nnum_fewshot: 1\n"
+        "fewshot_config:\n  sampler: first_n\noutput_type: multiple_choice\n"
+        "doc_to_text: \"{{ {'1': 0, '2': 1}[answer] }}\"\n"
+        "doc_to_choice: \"{{ [sentence.split('_')[0] ~ option1, sentence.split('_')[0] ~ "
+        "option2] }}\"\n"
+        "doc_to_target: \"{{ sentence.split('_')[1].strip() }}\"\n");
+  const eval::TaskItems t = eval::load_task(d.str("wino.yaml"), {});
+  ASSERT_TRUE(t.multi_input);
+  ASSERT_EQ(t.items.size(), 3u);
+  // first_n with the same split: the first document other than this one, its right context.
+  EXPECT_EQ(t.items[1].contexts,
+            (std::vector<std::string>{"And God called the light Day.\n\nIn the beginning Moses",
+                                      "And God called the light Day.\n\nIn the beginning God"}));
+  EXPECT_EQ(t.items[1].choices,
+            (std::vector<std::string>{"In the beginning Moses", "In the beginning God"}));
+  EXPECT_EQ(t.items[1].continuation, "created the heaven.");
+  EXPECT_EQ(t.items[1].gold, std::vector<int>{1});
+
+  TinySetup& s = setup();
+  eval::TaskOptions o;
+  o.progress = false;
+  o.log_samples = true;
+  const eval::TaskResult r = eval::score_task(*s.model, s.tok, t, o);
+  double acc = 0, acc_norm = 0;
+  for (size_t i = 0; i < t.items.size(); ++i) {
+    const auto& it = t.items[i];
+    std::vector<double> ll, norm;
+    for (size_t c = 0; c < it.contexts.size(); ++c) {
+      ll.push_back(brute_force(it.contexts[c], " " + it.continuation).ll);
+      norm.push_back(ll.back() / double(eval::char_length(it.choices[c])));
+      EXPECT_NEAR(r.samples[i]["loglikelihoods"][c].get<double>(), ll.back(),
+                  2e-4 * std::abs(ll.back()));
+    }
+    acc += (std::max_element(ll.begin(), ll.end()) - ll.begin()) == it.gold[0];
+    acc_norm += (std::max_element(norm.begin(), norm.end()) - norm.begin()) == it.gold[0];
+  }
+  EXPECT_DOUBLE_EQ(r.all.at("acc").value, acc / 3);
+  EXPECT_DOUBLE_EQ(r.all.at("acc_norm").value, acc_norm / 3);
+}
+
 std::string load_error(const std::string& yaml_path) {
   try {
     eval::load_task(yaml_path, {});
@@ -374,15 +429,37 @@ TEST(Tasks, UnsupportedKeyIsAnErrorNamingIt) {
   write_hand_task(d, std::string(kYaml) + "process_results: !function utils.process\n");
   std::string e = load_error(d.str("task.yaml"));
   EXPECT_NE(e.find("!function"), std::string::npos) << e;
+  write_hand_task(d, std::string(kYaml) + "use_prompt: x\n");
+  e = load_error(d.str("task.yaml"));
+  EXPECT_NE(e.find("key 'use_prompt' is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("task.yaml"), std::string::npos) << e;
   write_hand_task(d, std::string(kYaml) + "filter_list: []\n");
   e = load_error(d.str("task.yaml"));
-  EXPECT_NE(e.find("key 'filter_list' is not supported"), std::string::npos) << e;
-  EXPECT_NE(e.find("task.yaml"), std::string::npos) << e;
+  EXPECT_NE(e.find("filter_list: only with output_type generate_until"), std::string::npos) << e;
+  // generate_until renders (TASK_FORMAT: marin-tasks/2 with the harness's default generation
+  // arguments and filter), but keeps its metric_list to its own metrics.
   std::string y = kYaml;
   y.replace(y.find("multiple_choice"), 15, "generate_until");
   write_hand_task(d, y);
   e = load_error(d.str("task.yaml"));
-  EXPECT_NE(e.find("output_type 'generate_until' is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("metric 'acc' is not supported for output_type generate_until"),
+            std::string::npos)
+      << e;
+  y = y.substr(0, y.find("metric_list:")) + "metadata:\n  version: 3.0\n";
+  write_hand_task(d, y);
+  const eval::TaskItems g = eval::load_task(d.str("task.yaml"), {});
+  EXPECT_EQ(g.type, eval::OutputType::GenerateUntil);
+  EXPECT_EQ(g.header["format"], "marin-tasks/2");
+  EXPECT_EQ(g.generation_kwargs, json({{"until", {"\n\n"}},
+                                       {"max_gen_toks", 256},
+                                       {"do_sample", false},
+                                       {"temperature", 0.0}}));
+  EXPECT_EQ(g.filter_list,
+            json::parse(R"([{"name": "none", "filter": [{"function": "take_first"}]}])"));
+  EXPECT_EQ(g.repeats, 1);
+  EXPECT_EQ(g.metrics, std::vector<std::string>{"exact_match"});
+  EXPECT_EQ(g.items.at(1).targets, std::vector<std::string>{"darkness"});  // choices[gold]
+  EXPECT_EQ(g.items.at(1).doc["question"], "What was upon the face of the deep?");
   y = kYaml;
   y.replace(y.find("- metric: acc_norm"), 18, "- metric: f1");
   write_hand_task(d, y);
@@ -566,7 +643,7 @@ TEST(Tasks, CliBuildsAndScoresTasksInTheHarnessLayout) {
   r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks nosuch --task-dir " +
                    d.str("tasks") + " --quiet");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("no task 'nosuch'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no task, tag or group 'nosuch'"), std::string::npos) << r.out;
 }
 
 // marin train --tasks … --tasks-every N: the tasks are scored at every N steps and at the end,

@@ -4,6 +4,8 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -48,9 +50,12 @@ struct EvalArgs {
   int threads = 2;
   // Downstream tasks (docs/evaluation.md, "Downstream tasks").
   std::vector<std::string> tasks;
-  std::string task_dir;
+  std::vector<std::string> task_dir;
   uint64_t limit = 0;
-  int num_fewshot = -1;  // -1: the task's own
+  int num_fewshot = -1;          // -1: the task's own
+  int task_timeout = 120;        // seconds the task renderer may run (0: no limit)
+  bool trust_task_code = false;  // run a task's own Python (!function)
+  std::string dataset_root;      // local copies of Hub datasets
   int fewshot_seed = 1234;
   uint64_t bootstrap_iters = 100000;
   bool log_samples = false;
@@ -228,6 +233,29 @@ int run_eval(EvalArgs a) {
   return 0;
 }
 
+// --log-samples: samples_<task>_<date>.jsonl beside the --json report, as the harness's
+// evaluation tracker names them (date: ISO time with ':' replaced by '-').
+void write_harness_samples(const std::string& json_out, const std::vector<eval::TaskItems>& tasks,
+                           const eval::TaskResults& r) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t tt = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&tt, &tm);
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
+  const std::string date =
+      fmt::format("{:04}-{:02}-{:02}T{:02}-{:02}-{:02}.{:06}", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
+  const fs::path dir = fs::path(json_out).parent_path();
+  for (size_t i = 0; i < tasks.size() && i < r.tasks.size(); ++i) {
+    std::string lines;
+    for (const json& e : eval::harness_samples(tasks[i], r.tasks[i])) lines += e.dump() + "\n";
+    write_file_atomic((dir / fmt::format("samples_{}_{}.jsonl", r.tasks[i].task, date)).string(),
+                      lines);
+  }
+}
+
 // marin eval --tasks: harness tasks scored on the checkpoint, with the audit's split.
 int run_task_eval(const EvalArgs& a) {
   const ModelConfig cfg = load_config(a.checkpoint);
@@ -243,6 +271,9 @@ int run_task_eval(const EvalArgs& a) {
   eval::RenderOptions ro;
   if (a.num_fewshot >= 0) ro.num_fewshot = a.num_fewshot;
   ro.fewshot_seed = a.fewshot_seed;
+  ro.timeout_s = a.task_timeout;
+  ro.trust_task_code = a.trust_task_code;
+  ro.dataset_root = a.dataset_root;
   std::vector<eval::TaskItems> tasks;
   for (const std::string& f : eval::resolve_task_files(a.tasks, a.task_dir))
     tasks.push_back(eval::load_task_file(f, ro));
@@ -283,6 +314,7 @@ int run_task_eval(const EvalArgs& a) {
     json j = r.to_json(run);
     if (index) j["marin"]["audit"]["from"] = td.from;
     write_file_atomic(a.json_out, j.dump(2) + "\n");
+    if (a.log_samples) write_harness_samples(a.json_out, tasks, r);
   }
   return 0;
 }
@@ -358,8 +390,22 @@ MARIN_COMMAND(
                      "score downstream tasks instead of domains: names (in --task-dir), harness "
                      "YAML files or rendered JSONL, comma-separated")
           ->delimiter(',');
-      app.add_option("--task-dir", a->task_dir, "where task names are found (marin tasks build)");
+      app.add_option("--task-dir", a->task_dir,
+                     "directory of harness task YAML files, indexed by task, tag and group "
+                     "names (repeatable; e.g. marin tasks build's, or lm_eval/tasks)");
       app.add_option("--limit", a->limit, "score the first N items of each task (0: all)");
+      app.add_option("--task-timeout", a->task_timeout,
+                     "seconds the task renderer may run per YAML task before it is stopped "
+                     "(0: no limit)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--dataset-root", a->dataset_root,
+                     "local copies of Hub datasets: dataset_path P, dataset_name N is read from "
+                     "DIR/P/N/, DIR/P/data/ or DIR/P/ (split S: S.jsonl or S-*.jsonl, also .json, "
+                     ".jsonl.gz, .jsonl.zst)");
+      app.add_flag("--trust-task-code", a->trust_task_code,
+                   "run the Python functions a task file names with !function (process_docs, "
+                   "doc_to_text, doc_to_target, doc_to_choice), from the task's own directory");
       app.add_option("--num-fewshot", a->num_fewshot,
                      "few-shot examples per item (default: the task's num_fewshot)")
           ->check(in_range<int>(0, 1000));

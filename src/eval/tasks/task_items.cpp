@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/ranges.h>
 
@@ -45,13 +48,52 @@ namespace {
 const std::vector<std::string>& metrics_of(OutputType t) {
   static const std::vector<std::string> mc{"acc", "acc_norm"}, ll{"perplexity", "acc"},
       roll{"word_perplexity", "byte_perplexity", "bits_per_byte"}, gen{"exact_match"};
-  if (t == OutputType::GenerateUntil) return gen;
-  return t == OutputType::MultipleChoice ? mc : t == OutputType::Loglikelihood ? ll : roll;
+  return t == OutputType::MultipleChoice  ? mc
+         : t == OutputType::Loglikelihood ? ll
+         : t == OutputType::GenerateUntil ? gen
+                                          : roll;
 }
 
 std::string need_string(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j[key].is_string()) fail("{}: \"{}\" must be a string", where, key);
   return j[key].get<std::string>();
+}
+
+void read_multi_input(const json& j, const std::string& where, TaskItem& it) {
+  const json& cs = j["contexts"];
+  if (!cs.is_array() || cs.empty()) fail("{}: \"contexts\" must be a non-empty list", where);
+  for (const auto& c : cs) {
+    if (!c.is_string()) fail("{}: every context must be a string, got {}", where, c.dump());
+    it.contexts.push_back(c.get<std::string>());
+  }
+  // choices: the contexts without the few-shot prefix (acc_norm's lengths); the contexts
+  // themselves when absent.
+  if (j.contains("choices")) {
+    const json& ch = j["choices"];
+    if (!ch.is_array() || ch.size() != cs.size())
+      fail("{}: \"choices\" must list one string per context ({})", where, cs.size());
+    for (const auto& c : ch) {
+      if (!c.is_string() || c.get<std::string>().empty())
+        fail("{}: every choice must be a non-empty string (acc_norm divides by its length)", where);
+      it.choices.push_back(c.get<std::string>());
+    }
+  } else {
+    it.choices = it.contexts;
+  }
+  it.continuation = need_string(j, "continuation", where);
+  if (it.continuation.empty()) fail("{}: \"continuation\" is empty", where);
+  const json g = j.value("gold", json());
+  const json golds = g.is_array() ? g : json::array({g});
+  for (const auto& x : golds) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+        x.get<int64_t>() >= int64_t(it.contexts.size()))
+      fail("{}: \"gold\" {} is not an index into the {} contexts", where, x.dump(),
+           it.contexts.size());
+    it.gold.push_back(x.get<int>());
+  }
+  if (it.gold.empty()) fail("{}: \"gold\" is empty", where);
+  it.audit_text = j.contains("audit_text") ? need_string(j, "audit_text", where)
+                                           : it.contexts[size_t(it.gold[0])];
 }
 
 }  // namespace
@@ -65,6 +107,8 @@ std::string TaskItems::items_hash(size_t n) const {
       j["choices"] = it.choices, j["gold"] = it.gold;
     else
       j["target"] = it.target;
+    if (multi_input) j["contexts"] = it.contexts, j["continuation"] = it.continuation;
+    if (type == OutputType::GenerateUntil) j["targets"] = it.targets;
     all += j.dump() + "\n";
   }
   return xxh64_hex(all);
@@ -83,12 +127,11 @@ TaskItems read_task_items(const std::string& file) {
     if (!j.is_object()) fail("{}: expected a JSON object", where);
     if (!have_header) {
       have_header = true;
-      if (j.value("format", json()) != "marin-tasks/1" &&
-          j.value("format", json()) != "marin-tasks/2")
+      const json format = j.value("format", json());
+      if (format != "marin-tasks/1" && format != "marin-tasks/2")
         fail(
-            "{}: expected the header {{\"format\": \"marin-tasks/1\" or \"marin-tasks/2\", …}} of "
-            "a rendered task "
-            "(scripts/render_tasks.py)",
+            "{}: expected the header {{\"format\": \"marin-tasks/1\" or \"marin-tasks/2\", …}} "
+            "of a rendered task (scripts/render_tasks.py)",
             where);
       t.header = j;
       t.name = need_string(j, "task", where);
@@ -129,6 +172,21 @@ TaskItems read_task_items(const std::string& file) {
     it.doc_id = j["doc_id"].get<uint64_t>();
     it.id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>()
                                                     : std::to_string(it.doc_id);
+    if (j.contains("doc")) it.doc = j["doc"];
+    for (const char* h : {"doc_hash", "prompt_hash", "target_hash"})
+      if (j.contains(h) && j[h].is_string()) it.hashes[h] = j[h];
+    const bool multi = j.contains("contexts");
+    if (t.items.empty()) t.multi_input = multi;
+    if (multi != t.multi_input)
+      fail("{}: every item of a multi-input task has \"contexts\" (the first item {})", where,
+           t.multi_input ? "has" : "has not");
+    if (multi) {
+      if (t.type != OutputType::MultipleChoice)
+        fail("{}: \"contexts\" (multi-input) needs output_type multiple_choice", where);
+      read_multi_input(j, where, it);
+      t.items.push_back(std::move(it));
+      continue;
+    }
     it.context = need_string(j, "context", where);
     it.audit_text = j.contains("audit_text") ? need_string(j, "audit_text", where) : it.context;
     if (t.type == OutputType::MultipleChoice) {
@@ -155,7 +213,6 @@ TaskItems read_task_items(const std::string& file) {
     } else if (t.type == OutputType::GenerateUntil) {
       it.targets = read_generation_targets(j, where);
       it.target = it.targets[0];
-      it.doc = j.value("doc", json());
     } else {
       it.target = need_string(j, "target", where);
       if (it.target.empty()) fail("{}: \"target\" is empty", where);
@@ -178,6 +235,29 @@ std::string render_script_path() {
   }
   return std::string(MARIN_SOURCE_DIR) + "/scripts/render_tasks.py";
 }
+
+namespace {
+// Waits for the renderer; past timeout_s + kKillGraceS (the renderer's own alarm fires at
+// timeout_s, but a long C call such as a huge integer power does not see it) it is killed.
+// Returns its wait status, or −1 when it was killed for the time limit.
+int wait_renderer(pid_t pid, int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(timeout_s + RenderOptions::kKillGraceS);
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) fail("task renderer: waitpid: {}", std::strerror(errno));
+    if (timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return -1;
+    }
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+}  // namespace
 
 TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
   const std::string script = o.script.empty() ? render_script_path() : o.script;
@@ -202,6 +282,10 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
   std::vector<std::string> args{
       o.python, script, yaml, "--out", out, "--fewshot-seed", std::to_string(o.fewshot_seed)};
   if (o.num_fewshot) args.insert(args.end(), {"--num-fewshot", std::to_string(*o.num_fewshot)});
+  args.insert(args.end(), {"--timeout", std::to_string(o.timeout_s), "--memory-mb",
+                           std::to_string(o.memory_mb)});
+  if (o.trust_task_code) args.push_back("--trust-task-code");
+  if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -212,9 +296,10 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
   const int rc = posix_spawn(&pid, o.python.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) fail("{}: cannot run {}: {}", yaml, o.python, std::strerror(rc));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = wait_renderer(pid, o.timeout_s);
+  if (status < 0)
+    fail("{}: the task renderer did not finish within {} s and was stopped (--task-timeout)", yaml,
+         o.timeout_s);
   std::string msg = fs::exists(err_file) ? read_file(err_file) : "";
   fs::remove(err_file);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
@@ -225,9 +310,49 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
   return read_task_items(out);
 }
 
+namespace {
+// Runs the renderer's index mode over the task directories (render_tasks.py index).
+json task_index(const std::vector<std::string>& dirs) {
+  const std::string script = render_script_path();
+  const RenderOptions o;
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("marin-task-index-{}", getpid());
+  fs::create_directories(tmp);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{tmp};
+  const std::string out = (tmp / "index.json").string(), err_file = (tmp / "stderr").string();
+  std::vector<std::string> args{o.python, script, "index"};
+  args.insert(args.end(), dirs.begin(), dirs.end());
+  args.insert(args.end(), {"--out", out});
+  std::vector<char*> argv;
+  for (auto& x : args) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, o.python.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) fail("--task-dir: cannot run {}: {}", o.python, std::strerror(rc));
+  const int status = wait_renderer(pid, o.timeout_s);
+  if (status < 0) fail("--task-dir: indexing did not finish within {} s", o.timeout_s);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string msg = fs::exists(err_file) ? read_file(err_file) : "";
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    fail("{}", msg.empty() ? std::string("--task-dir: the task index failed") : msg);
+  }
+  return load_json(out);
+}
+}  // namespace
+
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
-                                            const std::string& task_dir) {
+                                            const std::vector<std::string>& task_dirs) {
   std::vector<std::string> out;
+  std::optional<json> index;
   for (const std::string& s : specs) {
     const std::string ext = fs::path(s).extension().string();
     if (ext == ".yaml" || ext == ".yml" || ext == ".jsonl") {
@@ -235,15 +360,38 @@ std::vector<std::string> resolve_task_files(const std::vector<std::string>& spec
       out.push_back(s);
       continue;
     }
-    MARIN_CHECK(!task_dir.empty(),
-                "--tasks: '{}' is a task name: give --task-dir (written by marin tasks build) "
-                "or a path to its .yaml",
+    MARIN_CHECK(!task_dirs.empty(),
+                "--tasks: '{}' is a task name: give --task-dir (a directory of harness task "
+                "files, e.g. marin tasks build's) or a path to its .yaml",
                 s);
-    const fs::path p = fs::path(task_dir) / (s + ".yaml");
-    MARIN_CHECK(fs::exists(p), "--tasks: no task '{}': {} does not exist", s, p.string());
-    out.push_back(p.string());
+    if (!index) index = task_index(task_dirs);
+    const json& ix = *index;
+    if (ix["duplicates"].contains(s))
+      fail("--tasks: '{}' is defined by several files: {}", s,
+           fmt::format("{}", fmt::join(ix["duplicates"][s].get<std::vector<std::string>>(), ", ")));
+    if (ix["tasks"].contains(s)) {
+      out.push_back(ix["tasks"][s].get<std::string>());
+    } else if (ix["tags"].contains(s)) {
+      for (const auto& f : ix["tags"][s]) out.push_back(f.get<std::string>());
+    } else if (ix["groups"].contains(s)) {
+      fail("--tasks: '{}' is a group ({}): groups are not scored yet; name its tasks", s,
+           ix["groups"][s].get<std::string>());
+    } else {
+      std::string skipped;
+      for (const auto& [f, why] : ix["skipped"].items())
+        skipped += fmt::format("; {}", why.get<std::string>());
+      fail("--tasks: no task, tag or group '{}' in the YAML files below {}{}", s,
+           fmt::format("{}", fmt::join(task_dirs, ", ")),
+           skipped.empty() ? "" : " (files that could not be read" + skipped + ")");
+    }
   }
   return out;
+}
+
+std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
+                                            const std::string& task_dir) {
+  return resolve_task_files(
+      specs, task_dir.empty() ? std::vector<std::string>{} : std::vector<std::string>{task_dir});
 }
 
 TaskItems load_task_file(const std::string& file, const RenderOptions& opts) {

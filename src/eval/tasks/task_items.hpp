@@ -30,10 +30,17 @@ struct TaskItem {
   std::vector<int> gold;             // multiple_choice: the gold choice(s) (one unless a list)
   std::string target;                // loglikelihood(_rolling): the continuation / the text
   std::string audit_text;            // what the contamination audit checks
-  // generate_until (generation.hpp): the target(s), any one matching counts; target holds the
-  // first. doc: the document as the templates saw it (for --log-samples), null when absent.
+  // multiple_choice with several contexts (multi-input, winogrande): contexts[i] = few-shot
+  // prefix + choices[i] (choices holds the contexts alone, whose lengths acc_norm divides by, as
+  // the harness does); continuation is scored after each, following target_delimiter.
+  std::vector<std::string> contexts;
+  std::string continuation;
+  // generate_until: the references (doc_to_target as a string, or its list); target is the first.
   std::vector<std::string> targets;
-  nlohmann::json doc;
+  nlohmann::json doc;  // the document after process_docs (null when the line has none)
+  // The harness's sample hashes (doc_hash, prompt_hash, target_hash: sha256 hex computed by the
+  // renderer as the harness computes them); an empty object when the line has none.
+  nlohmann::json hashes = nlohmann::json::object();
 };
 
 struct GenerationConfig;
@@ -49,6 +56,7 @@ struct TaskItems {
   nlohmann::json header;               // the whole header line (config, seed, splits, source)
   // generate_until: generation_kwargs, filter_list, exact_match options, repeats (generation.hpp)
   std::shared_ptr<const GenerationConfig> generation;
+  bool multi_input = false;            // multiple_choice items carry contexts + continuation
   std::vector<TaskItem> items;
 
   // xxh64 (hex) of the first n items as they are scored (context, choices, gold, target), one
@@ -67,6 +75,18 @@ struct RenderOptions {
   std::string out_dir;  // where the rendered JSONL goes ("": next to nothing, a temp dir)
   std::string python = "/usr/bin/python3";
   std::string script;  // "": $MARIN_RENDER_TASKS, else scripts/render_tasks.py of the source tree
+  // The renderer's limits (docs/reliability.md, "Task files"): it gives up after timeout_s
+  // (--task-timeout; 0: none) and is killed timeout_s + kKillGraceS after it started; its address
+  // space is limited to memory_mb MiB.
+  int timeout_s = 120;
+  int memory_mb = 4096;
+  // Let `!function module.name` run the task's own Python (module.py beside the YAML), as the
+  // harness does (--trust-task-code). Without it such a task is refused, naming the key.
+  bool trust_task_code = false;
+  // Where local copies of Hub datasets are: dataset_path P, dataset_name N resolve to the first of
+  // DIR/P/N/, DIR/P/data/, DIR/P/ (--dataset-root; "": a Hub dataset is refused).
+  std::string dataset_root;
+  static constexpr int kKillGraceS = 5;
 };
 // The renderer script that RenderOptions::script = "" resolves to.
 std::string render_script_path();
@@ -75,8 +95,13 @@ std::string render_script_path();
 TaskItems load_task(const std::string& yaml, const RenderOptions& opts);
 
 // `--tasks a,b|FILE.yaml|FILE.jsonl`: a path ending in .yaml/.yml is a harness task, .jsonl a
-// rendered one, anything else a task name looked up as TASK_DIR/NAME.yaml. Refuses a name when
-// task_dir is empty or does not have it (naming the file looked for).
+// rendered one, anything else a name looked up in the index of every YAML below the task
+// directories (the harness's TaskManager with --include_path: a `task:` name is its file, a
+// `tag:` name every file that carries it, in path order). A group name is refused (groups are
+// not scored yet), as are a name the index lacks (listing the directories and the files the index
+// could not read) and a task name that two files define.
+std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
+                                            const std::vector<std::string>& task_dirs);
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
                                             const std::string& task_dir);
 // A file from resolve_task_files: rendered JSONL read as is, YAML rendered first.

@@ -322,6 +322,19 @@ std::map<std::string, MetricValue> task_metrics(const TaskItems& t, const ItemSc
   return out;
 }
 
+namespace {
+// Multi-input (winogrande): the one continuation, after target_delimiter, scored after each
+// context (the harness's construct_requests: [(context, f"{target_delimiter}{cont}") for
+// context in contexts]). acc and acc_norm then follow multiple_choice, with the item's choices
+// (the contexts without the few-shot prefix) as acc_norm's lengths, as the harness divides by
+// len(doc_to_choice).
+void add_multi_input_requests(const Tokenizer& tok, const TaskItems& t, const TaskItem& it,
+                              int64_t S, int32_t prefix, std::vector<LLRequest>& reqs) {
+  for (const std::string& c : it.contexts)
+    reqs.push_back(continuation_request(tok, c, t.target_delimiter + it.continuation, S, prefix));
+}
+}  // namespace
+
 TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
                       const TaskOptions& o) {
   if (t.type == OutputType::GenerateUntil) return score_generation_task(m, tok, t, o);
@@ -331,6 +344,9 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
               "tasks: the tokenizer has {} ids but the model's vocabulary is {}", tok.vocab_size(),
               m.config().vocab_size);
   const int32_t prefix = prefix_token(tok);
+  MARIN_CHECK(t.type != OutputType::GenerateUntil,
+              "{}: {}: output_type generate_until is not scored by this build (no generation)",
+              t.file, t.name);
   TaskResult r;
   r.task = t.name;
   r.version = t.version;
@@ -349,12 +365,16 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
   for (size_t i = 0; i < r.effective; ++i) {
     const TaskItem& it = t.items[i];
     begin.push_back(reqs.size());
-    if (t.type == OutputType::MultipleChoice) {
+    if (t.multi_input) {
+      add_multi_input_requests(tok, t, it, S, prefix, reqs);
+    } else if (t.type == OutputType::MultipleChoice) {
       for (const std::string& c : it.choices)
         reqs.push_back(continuation_request(tok, it.context, t.target_delimiter + c, S, prefix));
     } else if (t.type == OutputType::Loglikelihood) {
-      reqs.push_back(
-          continuation_request(tok, it.context, t.target_delimiter + it.target, S, prefix));
+      // The harness's loglikelihood request is (context, doc_to_target) as it stands: unlike a
+      // multiple-choice continuation, no target_delimiter goes between them (an extra " " here
+      // was one extra scored token per item, which inflated perplexity).
+      reqs.push_back(continuation_request(tok, it.context, it.target, S, prefix));
     } else {
       for (auto& w : rolling_requests(encode(tok, it.target), prefix, S))
         reqs.push_back(std::move(w));
@@ -364,9 +384,11 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
   }
   for (const auto& q : reqs) r.tokens += q.seq.size() - 1, r.cut += q.cut;
   r.requests = reqs.size();
-  const std::vector<LLResult> res = o.shared_context && t.type == OutputType::MultipleChoice
-                                        ? score_shared_context(m, reqs, begin, o.group)
-                                        : score_requests(m, reqs, begin, o.group);
+  // A multi-input item's requests have different contexts: nothing to share.
+  const std::vector<LLResult> res =
+      o.shared_context && t.type == OutputType::MultipleChoice && !t.multi_input
+          ? score_shared_context(m, reqs, begin, o.group)
+          : score_requests(m, reqs, begin, o.group);
   s.ll.resize(r.effective);
   s.greedy.resize(r.effective);
   for (size_t i = 0; i < r.effective; ++i) {
@@ -407,6 +429,7 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
       if (t.type == OutputType::MultipleChoice) {
         j["choices"] = it.choices;
         j["target"] = it.gold.size() == 1 ? json(it.gold[0]) : json(it.gold);
+        if (t.multi_input) j["contexts"] = it.contexts, j["continuation"] = it.continuation;
       } else {
         j["target"] = it.target;
       }
@@ -474,6 +497,64 @@ json metrics_json(const std::map<std::string, MetricValue>& ms) {
 
 }  // namespace
 
+namespace {
+// Python's str() of a float (repr: shortest round trip, always with a '.' or an exponent).
+std::string py_float(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{}", x);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+}  // namespace
+
+std::vector<json> harness_samples(const TaskItems& t, const TaskResult& r) {
+  std::vector<json> out;
+  for (size_t i = 0; i < r.samples.size() && i < t.items.size(); ++i) {
+    const TaskItem& it = t.items[i];
+    const json& smp = r.samples[i];
+    std::vector<std::vector<std::string>> args;
+    if (t.multi_input) {
+      for (const auto& c : it.contexts) args.push_back({c, t.target_delimiter + it.continuation});
+    } else if (t.type == OutputType::MultipleChoice) {
+      for (const auto& c : it.choices) args.push_back({it.context, t.target_delimiter + c});
+    } else if (t.type == OutputType::Loglikelihood) {
+      args.push_back({it.context, it.target});
+    } else {
+      args.push_back({it.target});
+    }
+    json arguments = json::object(), resps = json::array(), filtered = json::array();
+    for (size_t a = 0; a < args.size(); ++a) {
+      json g = json::object();
+      for (size_t k = 0; k < args[a].size(); ++k) g[fmt::format("arg_{}", k)] = args[a][k];
+      arguments[fmt::format("gen_args_{}", a)] = g;
+    }
+    const json& lls = smp["loglikelihoods"];
+    for (size_t q = 0; q < lls.size(); ++q) {
+      const std::string ll = py_float(lls[q].get<double>());
+      json one = t.type == OutputType::LoglikelihoodRolling
+                     ? json(ll)
+                     : json::array({ll, smp["is_greedy"][q].get<bool>() ? "True" : "False"});
+      resps.push_back(json::array({one}));
+      filtered.push_back(one);
+    }
+    json target = t.type == OutputType::MultipleChoice
+                      ? json(t.multi_input ? it.continuation : std::to_string(it.gold[0]))
+                      : json(it.target);
+    json e = {{"doc_id", it.doc_id}, {"doc", it.doc.is_null() ? json::object() : it.doc},
+              {"target", target},    {"arguments", arguments},
+              {"resps", resps},      {"filtered_resps", filtered},
+              {"filter", "none"},    {"metrics", json::array()}};
+    for (const auto& [k, v] : smp["metrics"].items()) e["metrics"].push_back(k), e[k] = v;
+    // The harness's per-document perplexity is the log-likelihood itself (its aggregation
+    // takes exp(−mean)).
+    if (t.type == OutputType::Loglikelihood && e.contains("perplexity")) e["perplexity"] = lls[0];
+    for (const auto& [k, v] : it.hashes.items()) e[k] = v;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 json TaskResults::to_json(const json& run_config) const {
   json results = json::object(), configs = json::object(), versions = json::object(),
        nshot = json::object(), hib = json::object(), nsamples = json::object(),
@@ -481,7 +562,14 @@ json TaskResults::to_json(const json& run_config) const {
   bool any_samples = false;
   for (const TaskResult& t : tasks) {
     json r = metrics_json(t.all);
-    r["alias"] = t.task;
+    // The harness's per-task fields: alias (task_alias when the YAML gives one), name,
+    // sample_len (the documents scored).
+    r["alias"] = t.config.is_object() && t.config.contains("task_alias") &&
+                         t.config["task_alias"].is_string()
+                     ? t.config["task_alias"]
+                     : json(t.task);
+    r["name"] = t.task;
+    r["sample_len"] = t.effective;
     results[t.task] = r;
     json c = t.config;
     c["num_fewshot"] = t.num_fewshot;

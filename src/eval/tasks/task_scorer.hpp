@@ -4,7 +4,8 @@
 //  * a continuation's tokens are encode(context + continuation) after encode(context), with the
 //    context's trailing whitespace moved to the continuation; an empty context is the prefix token
 //    (EOS, the document separator the model was trained with); the continuation of a
-//    multiple-choice or loglikelihood item is target_delimiter + choice/target;
+//    multiple-choice item is target_delimiter + choice, of a loglikelihood item the target as it
+//    is (the harness's construct_requests);
 //  * the sequence context + continuation is cut to its last seq_len + 1 tokens (left truncation;
 //    a continuation longer than seq_len, which the harness cannot score, has its last seq_len
 //    tokens scored and is counted in TaskResult::cut);
@@ -163,6 +164,12 @@ std::map<std::string, MetricValue> task_metrics(const TaskItems& t, const ItemSc
 // the model's saved activations: call between training steps). The trainer's entry point.
 TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
                       const TaskOptions& o);
+// The harness's logged samples (--log-samples: samples_<task>_<date>.jsonl, one object a line):
+// doc_id, doc, target, arguments {"gen_args_i": {"arg_0": context, "arg_1": continuation}},
+// resps [[[ll, is_greedy]]] and filtered_resps [[ll, is_greedy]] as Python's str() writes them,
+// filter "none", metrics (names), doc_hash, prompt_hash, target_hash, and each metric's value.
+// Needs r scored with TaskOptions::log_samples.
+std::vector<nlohmann::json> harness_samples(const TaskItems& t, const TaskResult& r);
 TaskResults score_tasks(Model<float>& m, const Tokenizer& tok, const std::vector<TaskItems>& tasks,
                         const TaskOptions& o);
 
