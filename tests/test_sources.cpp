@@ -325,7 +325,8 @@ TEST(TokenizeIn, EveryLayoutMakesTheDocumentsOfTheCorpusPathAndTrains) {
   size_t i = 0;
   for (const std::string& line : [&] {
          std::vector<std::string> v;
-         for (auto l : marin::split_lines(marin::read_file(shard)))
+         const std::string text = marin::read_file(shard);  // the lines are views into it
+         for (auto l : marin::split_lines(text))
            if (!l.empty()) v.emplace_back(l);
          return v;
        }())
@@ -345,10 +346,13 @@ TEST(TokenizeIn, EveryLayoutMakesTheDocumentsOfTheCorpusPathAndTrains) {
   EXPECT_EQ(m["sources"][0]["size"], fs::file_size(t.str("in.jsonl.zst")));
   EXPECT_EQ(m["sources"][0]["xxh64"], marin::xxh64_hex(marin::read_file(t.str("in.jsonl.zst"))));
   EXPECT_EQ(m["sources"][0]["documents"], want.size());
-  // And training reads the result.
   std::ofstream(t.str("mix.toml")) << "weights = { d = 1 }\n";
+  // And training reads such a result (with a validation split, which training needs).
+  r = run("tokenize --tokenizer " + f.tok + " --in " + t.str("in.jsonl.zst") +
+          " --domain d --valid-fraction 0.2 --out " + t.str("split"));
+  ASSERT_EQ(r.code, 0) << r.out;
   r = run("train --preset tiny --batch 4 --steps 2 --data " + t.str("mix.toml") + " --token-dir " +
-          t.str("out-in.jsonl.zst") + " --tokenizer " + f.tok + " --out " + t.str("run"));
+          t.str("split") + " --tokenizer " + f.tok + " --out " + t.str("run"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(t.str("run/checkpoints/latest")));
 }
@@ -408,7 +412,9 @@ TEST(TokenizeIn, OneSplitKeepsTheOtherSplitsShardsCorpusAndIn) {
   EXPECT_EQ(marin::load_json(t.str("c/manifest.json"))["totals"],
             marin::load_json(t.str("both/manifest.json"))["totals"]);
   // --in likewise.
-  const std::string in = kFixture + "/fortunes/train-00000.jsonl";
+  // (Copied to a name without a Hub split word: "train-00000.jsonl" would say train.)
+  const std::string in = t.str("fortunes.jsonl");
+  fs::copy_file(kFixture + "/fortunes/train-00000.jsonl", in);
   r = run("tokenize --tokenizer " + f.tok + " --in " + in +
           " --domain d --valid-fraction 0.3 --split valid --out " + t.str("i"));
   ASSERT_EQ(r.code, 0) << r.out;
