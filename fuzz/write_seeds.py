@@ -203,3 +203,12 @@ with tempfile.TemporaryDirectory() as tmp:
         wtf.write_megatron(f, docs, dtype, eod, 260, sentences)
         idx, bin_ = open(f + ".idx", "rb").read(), open(f + ".bin", "rb").read()
         put("fuzz_token_import", name, b"\1" + struct.pack("<I", len(idx)) + idx + bin_)
+# The document seam's JSONL reader behind gzip/zstd (fuzz_sources_jsonl): first byte = options.
+import gzip, subprocess
+lines = b'{"id":"a","text":"one"}\n\n{"text":null}\n{"meta":{"body":"two"}}\n[1]\n'
+put("fuzz_sources_jsonl", "plain", b"\x00" + lines)
+put("fuzz_sources_jsonl", "nested", b"\x01" + lines)
+put("fuzz_sources_jsonl", "gzip_two_members", b"\x00" + gzip.compress(lines) + gzip.compress(lines))
+zst = subprocess.run(["zstd", "-c", "-q"], input=lines, capture_output=True, check=True).stdout
+put("fuzz_sources_jsonl", "zstd_two_frames", b"\x01" + zst + zst)
+put("fuzz_sources_jsonl", "zstd_truncated", b"\x02" + zst[: len(zst) // 2])

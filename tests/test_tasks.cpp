@@ -450,13 +450,20 @@ TEST(Tasks, UnsupportedKeyIsAnErrorNamingIt) {
   const eval::TaskItems g = eval::load_task(d.str("task.yaml"), {});
   EXPECT_EQ(g.type, eval::OutputType::GenerateUntil);
   EXPECT_EQ(g.header["format"], "marin-tasks/2");
-  EXPECT_EQ(g.generation_kwargs, json({{"until", {"\n\n"}},
-                                       {"max_gen_toks", 256},
-                                       {"do_sample", false},
-                                       {"temperature", 0.0}}));
-  EXPECT_EQ(g.filter_list,
+  EXPECT_EQ(g.header["generation_kwargs"], json({{"until", {"\n\n"}},
+                                                 {"max_gen_toks", 256},
+                                                 {"do_sample", false},
+                                                 {"temperature", 0.0}}));
+  EXPECT_EQ(g.header["filter_list"],
             json::parse(R"([{"name": "none", "filter": [{"function": "take_first"}]}])"));
-  EXPECT_EQ(g.repeats, 1);
+  ASSERT_TRUE(g.generation);
+  EXPECT_EQ(g.generation->kwargs.until, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(g.generation->kwargs.max_gen_toks, 256);
+  ASSERT_EQ(g.generation->filters.size(), 1u);
+  EXPECT_EQ(g.generation->filters[0].name, "none");
+  ASSERT_EQ(g.generation->filters[0].steps.size(), 1u);
+  EXPECT_EQ(g.generation->filters[0].steps[0].function, "take_first");
+  EXPECT_EQ(g.generation->repeats, 1);
   EXPECT_EQ(g.metrics, std::vector<std::string>{"exact_match"});
   EXPECT_EQ(g.items.at(1).targets, std::vector<std::string>{"darkness"});  // choices[gold]
   EXPECT_EQ(g.items.at(1).doc["question"], "What was upon the face of the deep?");

@@ -246,6 +246,9 @@ TokenManifest TokenManifest::load(const std::string& dir) {
     m.tokenizer_hash = parse_hex(j.at("tokenizer_hash"), file);
     m.vocab_size = j.at("vocab_size").get<uint32_t>();
     m.corpus = j.value("corpus", "");
+    if (j.contains("sources")) m.sources = j.at("sources");
+    if (j.contains("skipped"))
+      for (const auto& [k, v] : j.at("skipped").items()) m.skipped[k] = v.get<uint64_t>();
     for (const json& s : j.at("shards")) {
       TokenShardInfo i;
       i.file = s.at("file").get<std::string>();
@@ -308,15 +311,19 @@ json TokenManifest::to_json() const {
     totals[1] += s.tokens;
     totals[2] += s.bytes;
   }
-  return {{"format", kFormat},
-          {"tokenizer_hash", hex64(tokenizer_hash)},
-          {"vocab_size", vocab_size},
-          {"dtype", vocab_size <= 65536 ? "uint16" : "uint32"},
-          {"corpus", corpus},
-          {"eos_appended", "each document is its text followed by EOS when the tokenizer has one"},
-          {"domains", domains},
-          {"totals", {{"documents", totals[0]}, {"tokens", totals[1]}, {"bytes", totals[2]}}},
-          {"shards", shards}};
+  json out = {
+      {"format", kFormat},
+      {"tokenizer_hash", hex64(tokenizer_hash)},
+      {"vocab_size", vocab_size},
+      {"dtype", vocab_size <= 65536 ? "uint16" : "uint32"},
+      {"corpus", corpus},
+      {"eos_appended", "each document is its text followed by EOS when the tokenizer has one"},
+      {"domains", domains},
+      {"totals", {{"documents", totals[0]}, {"tokens", totals[1]}, {"bytes", totals[2]}}},
+      {"shards", shards}};
+  if (!sources.empty()) out["sources"] = sources;
+  if (!skipped.empty()) out["skipped"] = skipped;
+  return out;
 }
 
 std::vector<std::string> TokenManifest::domains() const {
@@ -373,6 +380,17 @@ std::vector<TextShard> find_text_shards(const std::string& root,
 
 }  // namespace
 
+std::vector<TokenShardInfo> kept_shards(const std::string& out, const Tokenizer& tok,
+                                        const std::vector<std::string>& splits) {
+  if (!fs::exists(fs::path(out) / "manifest.json")) return {};
+  const TokenManifest old = TokenManifest::load(out);
+  if (old.tokenizer_hash != tok.hash() || old.vocab_size != tok.vocab_size()) return {};
+  std::vector<TokenShardInfo> kept;
+  for (const TokenShardInfo& s : old.shards)
+    if (std::find(splits.begin(), splits.end(), s.split) == splits.end()) kept.push_back(s);
+  return kept;
+}
+
 void encode_document(const Tokenizer& tok, std::string_view text, std::vector<uint32_t>& out) {
   tok.encode_into(text, out);
   if (const std::optional<uint32_t> eos = tok.eos()) out.push_back(*eos);
@@ -390,6 +408,7 @@ TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {
   m.vocab_size = tok.vocab_size();
   m.corpus = o.corpus;
   fs::create_directories(o.out);
+  m.shards = kept_shards(o.out, tok, o.splits);
   const corpus::ShardChecksums sums(o.corpus, o.verify);
   Progress progress(o.progress ? total : 0, "tokenize", "B");
   const int threads = std::max(1, o.threads);

@@ -19,6 +19,7 @@
 //   64+8(D+1)    T tokens
 // The file is exactly 64 + 8(D+1) + T·(bytes per token) long.
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -108,6 +109,10 @@ struct TokenManifest {
   uint32_t vocab_size = 0;
   std::string corpus;  // the text corpus it was made from (informational)
   std::vector<TokenShardInfo> shards;
+  // `marin tokenize --in`: every source file (path, size, xxh64, format, documents) and the
+  // documents passed over, counted by reason. Empty for `--corpus`.
+  nlohmann::json sources = nlohmann::json::array();
+  std::map<std::string, uint64_t> skipped;
 
   // Reads <dir>/manifest.json; marin::Error naming the file on a missing file or field, a shard
   // path outside the directory (absolute or with '..'), a shard listed twice, or an unknown split.
@@ -139,6 +144,12 @@ struct TokenizeOptions {
 // A document as token shards (and `marin rows`) store it: its text's ids, then EOS if the
 // tokenizer has one. Appends to out.
 void encode_document(const Tokenizer& tok, std::string_view text, std::vector<uint32_t>& out);
+
+// The shards of an existing TOKDIR/manifest.json that a run writing only `splits` keeps: those of
+// the other splits, when the manifest was made with the same tokenizer (empty otherwise, or
+// when there is no manifest). A run of `--split valid` so never drops the train shards.
+std::vector<TokenShardInfo> kept_shards(const std::string& out, const Tokenizer& tok,
+                                        const std::vector<std::string>& splits);
 
 // Tokenizes every text shard of the corpus (each document as encode_document makes it), writes one
 // token shard per text shard and TOKDIR/manifest.json, and returns the manifest. marin::Error

@@ -16,10 +16,10 @@ namespace marin::data {
 
 namespace {
 
-// A format another branch is building: listed (so its name is known and the refusal is clear),
-// not yet readable. Replace the line with the format's own <name>_format() when it lands.
-SourceFormat pending(std::string_view name, bool (*detect)(std::string_view, std::string_view),
-                     std::string_view reason) {
+// A format that is recognised but holds no text documents: listed so that `--format auto` names
+// it and says what to do instead (token files are imported by token_import.hpp, not read here).
+SourceFormat not_text(std::string_view name, bool (*detect)(std::string_view, std::string_view),
+                      std::string_view reason) {
   return {name, detect, nullptr, reason};
 }
 
@@ -32,18 +32,20 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 const std::vector<SourceFormat>& source_formats() {
   static const std::vector<SourceFormat> formats = {
       parquet_format(),
-      pending(
+      not_text(
           "llmc",
           [](std::string_view, std::string_view h) {
             return h.size() >= 4 && h.substr(0, 4) == std::string_view("\x88\xd8\x34\x01", 4);
           },
-          "llm.c .bin token imports are not built into this binary yet (issue 38)"),
-      pending(
+          "an llm.c token file: import it with `marin tokenize --format llmc` (its tokens are "
+          "kept, no text is read)"),
+      not_text(
           "megatron",
           [](std::string_view n, std::string_view h) {
             return ends_with(n, ".idx") || h.substr(0, 7) == "MMIDIDX";
           },
-          "Megatron .bin/.idx imports are not built into this binary yet (issue 38)"),
+          "a Megatron-LM token index: import it with `marin tokenize --format megatron` (its "
+          "tokens are kept, no text is read)"),
       jsonl_format(),
       text_format(),
   };

@@ -36,8 +36,8 @@ struct TaskItem {
   std::vector<std::string> contexts;
   std::string continuation;
   // generate_until: the references (doc_to_target as a string, or its list); target is the first.
-  std::vector<std::string> targets;
-  nlohmann::json doc;  // the document after process_docs (null when the line has none)
+  std::vector<std::string> targets = {};
+  nlohmann::json doc = nullptr;  // the document after process_docs (null when the line has none)
   // The harness's sample hashes (doc_hash, prompt_hash, target_hash: sha256 hex computed by the
   // renderer as the harness computes them); an empty object when the line has none.
   nlohmann::json hashes = nlohmann::json::object();
@@ -56,7 +56,7 @@ struct TaskItems {
   nlohmann::json header;               // the whole header line (config, seed, splits, source)
   // generate_until: generation_kwargs, filter_list, exact_match options, repeats (generation.hpp)
   std::shared_ptr<const GenerationConfig> generation;
-  bool multi_input = false;            // multiple_choice items carry contexts + continuation
+  bool multi_input = false;  // multiple_choice items carry contexts + continuation
   std::vector<TaskItem> items;
 
   // xxh64 (hex) of the first n items as they are scored (context, choices, gold, target), one
