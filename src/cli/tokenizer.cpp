@@ -19,8 +19,8 @@ struct Options {
   uint32_t vocab = 8192;
   std::vector<std::string> inputs;
   std::string out = "tokenizer.json";
-  std::string vocab_file, in_file;
-  bool json = false, allow_special = false;
+  std::string vocab_file, in_file, pattern, text_field = "text";
+  bool json = false, allow_special = false, jsonl = false, add_special = false;
   std::vector<std::string> specials = marin::Tokenizer::default_specials();
 };
 
@@ -45,26 +45,87 @@ void require_tokenizer(const Options& o, const char* command) {
     marin::fail("tokenizer {} needs --tokenizer FILE (tokenizer.json or .tiktoken)", command);
 }
 
-int run_encode(const Options& o) {
-  require_tokenizer(o, "encode");
-  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
-  std::vector<uint32_t> ids = tok.encode(marin::read_file(o.in_file), o.allow_special);
-  std::string out;
-  out.reserve(ids.size() * 6 + 4);
-  out += '[';
+void append_ids(std::string& out, const std::vector<uint32_t>& ids, const char* sep) {
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += o.json ? "," : " ";
+    if (i) out += sep;
     out += std::to_string(ids[i]);
   }
-  out += "]\n";
-  if (!o.json) out = out.substr(1, out.size() - 3) + "\n";
+}
+
+// The value at a dotted path ("text", "meta.body") of a JSONL line, or an error naming it.
+const nlohmann::json& text_at(const nlohmann::json& doc, const std::string& dotted,
+                              const std::string& where) {
+  const nlohmann::json* v = &doc;
+  size_t pos = 0;
+  while (true) {
+    const size_t dot = dotted.find('.', pos);
+    const std::string key = dotted.substr(pos, dot == std::string::npos ? dot : dot - pos);
+    if (!v->is_object() || !v->contains(key))
+      marin::fail("{}: expected an object with a string at \"{}\"", where, dotted);
+    v = &(*v)[key];
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  if (!v->is_string())
+    marin::fail("{}: \"{}\" is {}, expected a string", where, dotted, v->type_name());
+  return *v;
+}
+
+// --jsonl: one JSON array of ids per input line, as Hugging Face's encode gives them (added
+// tokens in the text are recognised; the template's tokens only with --add-special).
+int run_encode_jsonl(const Options& o, const marin::Tokenizer& tok) {
+  const std::string text = marin::read_file(o.in_file);
+  std::string out;
+  std::vector<uint32_t> ids;
+  size_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string_view line(text.data() + pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = fmt::format("'{}' line {}", o.in_file, line_no);
+    const nlohmann::json doc = marin::parse_json(line, where, "expected a JSON object per line");
+    const std::string& t = text_at(doc, o.text_field, where).get_ref<const std::string&>();
+    ids.clear();
+    if (o.add_special) ids = tok.template_prefix();
+    tok.encode_into(t, ids, /*allow_special=*/true);
+    if (o.add_special)
+      ids.insert(ids.end(), tok.template_suffix().begin(), tok.template_suffix().end());
+    out += '[';
+    append_ids(out, ids, ",");
+    out += "]\n";
+    if (out.size() > (1 << 20)) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+int run_encode(const Options& o) {
+  require_tokenizer(o, "encode");
+  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file, o.pattern);
+  if (o.jsonl) return run_encode_jsonl(o, tok);
+  std::vector<uint32_t> ids;
+  if (o.add_special) ids = tok.template_prefix();
+  tok.encode_into(marin::read_file(o.in_file), ids, o.allow_special);
+  if (o.add_special)
+    ids.insert(ids.end(), tok.template_suffix().begin(), tok.template_suffix().end());
+  std::string out;
+  out.reserve(ids.size() * 6 + 4);
+  if (o.json) out += '[';
+  append_ids(out, ids, o.json ? "," : " ");
+  out += o.json ? "]\n" : "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
 int run_decode(const Options& o) {
   require_tokenizer(o, "decode");
-  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
+  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file, o.pattern);
   std::string text = marin::read_file(o.in_file);
   std::vector<uint32_t> ids;
   size_t first = text.find_first_not_of(" \t\r\n");
@@ -123,16 +184,30 @@ MARIN_COMMAND(tokenizer, "tokenizer",
                     "encode", "Encode a whole file to token ids (printed on stdout)");
                 enc->add_option("--tokenizer", o->vocab_file, "tokenizer.json or .tiktoken file");
                 marin::cli::add_deprecated(*enc, "--vocab", "--tokenizer", o->vocab_file);
-                enc->add_option("--in", o->in_file, "Input text file (raw bytes)")->required();
+                enc->add_option("--in", o->in_file,
+                                "Input text file (raw bytes), or with --jsonl a .jsonl file")
+                    ->required();
                 enc->add_flag("--json", o->json, "Print one JSON array (default: space-separated)");
                 enc->add_flag("--allow-special", o->allow_special,
                               "Recognise special-token text such as <|end_of_text|> in the input");
+                enc->add_flag("--jsonl", o->jsonl,
+                              "Batch mode: one JSON array of ids per input line's text, as "
+                              "Hugging Face encodes it (added tokens in the text recognised)");
+                enc->add_option("--text-field", o->text_field,
+                                "With --jsonl: the dotted path of each line's text")
+                    ->capture_default_str();
+                enc->add_flag("--add-special", o->add_special,
+                              "Add the post-processor template's tokens (e.g. BOS)");
+                enc->add_option("--pattern", o->pattern,
+                                ".tiktoken split: cl100k, o200k, p50k, r50k, gpt2 or a regex");
 
                 auto* dec = app.add_subcommand(
                     "decode", "Decode token ids (JSON array or whitespace-separated) to bytes");
                 dec->add_option("--tokenizer", o->vocab_file, "tokenizer.json or .tiktoken file");
                 marin::cli::add_deprecated(*dec, "--vocab", "--tokenizer", o->vocab_file);
                 dec->add_option("--in", o->in_file, "File with the ids")->required();
+                dec->add_option("--pattern", o->pattern,
+                                ".tiktoken split: cl100k, o200k, p50k, r50k, gpt2 or a regex");
 
                 return [o, train, enc, dec]() -> int {
                   if (train->parsed()) return run_train(*o);

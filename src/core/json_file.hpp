@@ -13,10 +13,17 @@
 
 namespace marin {
 
+// How strictly a document is read (defaults: nlohmann's rules).
+struct JsonParseOptions {
+  // A key that appears twice in one object is an error naming it (nlohmann would keep the last
+  // one silently: a vocabulary with a duplicated token would lose an id).
+  bool reject_duplicate_keys = false;
+};
+
 // Parses `text`; `where` names it in the error ("file", "file:line"), `hint` (when given) says
 // what the file was expected to be: "<where>: not valid JSON (<hint>): <what nlohmann says>".
-nlohmann::json parse_json(std::string_view text, std::string_view where,
-                          std::string_view hint = {});
+nlohmann::json parse_json(std::string_view text, std::string_view where, std::string_view hint = {},
+                          const JsonParseOptions& options = {});
 // Reads `path` (core/fileio: regular files only) and parses it.
 nlohmann::json load_json(const std::string& path, std::string_view hint = {});
 // The document, or nullopt when `text` is not valid JSON: for text allowed to be partial or
