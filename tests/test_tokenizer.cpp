@@ -360,7 +360,7 @@ TEST(Tokenizer, ClearErrors) {
   expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   fs::path wordpiece = temp_dir() / "wordpiece.json";
   write_file(wordpiece, R"({"model": {"type": "WordPiece", "vocab": {}}})");
-  expect_error([&] { Tokenizer::load(wordpiece.string()); }, "only BPE");
+  expect_error([&] { Tokenizer::load(wordpiece.string()); }, "model.type: \"WordPiece\" is not supported");
   // A truncated rank file lacks byte tokens.
   fs::path partial = temp_dir() / "partial.tiktoken";
   write_file(partial, "YQ== 0\nYg== 1\n");
