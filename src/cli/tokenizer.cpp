@@ -10,6 +10,7 @@
 #include "core/fileio.hpp"
 #include "core/hash.hpp"
 #include "core/json_file.hpp"
+#include "data/sources/jsonl_source.hpp"
 #include "data/tokenizer/documents.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -19,8 +20,8 @@ struct Options {
   uint32_t vocab = 8192;
   std::vector<std::string> inputs;
   std::string out = "tokenizer.json";
-  std::string vocab_file, in_file, text_field = "text";
-  bool json = false, allow_special = false;
+  std::string vocab_file, in_file, pattern, text_field = "text";
+  bool json = false, allow_special = false, jsonl = false, add_special = false;
   std::vector<std::string> specials = marin::Tokenizer::default_specials();
 };
 
@@ -45,26 +46,69 @@ void require_tokenizer(const Options& o, const char* command) {
     marin::fail("tokenizer {} needs --tokenizer FILE (tokenizer.json or .tiktoken)", command);
 }
 
-int run_encode(const Options& o) {
-  require_tokenizer(o, "encode");
-  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
-  std::vector<uint32_t> ids = tok.encode(marin::read_file(o.in_file), o.allow_special);
-  std::string out;
-  out.reserve(ids.size() * 6 + 4);
-  out += '[';
+void append_ids(std::string& out, const std::vector<uint32_t>& ids, const char* sep) {
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += o.json ? "," : " ";
+    if (i) out += sep;
     out += std::to_string(ids[i]);
   }
-  out += "]\n";
-  if (!o.json) out = out.substr(1, out.size() - 3) + "\n";
+}
+
+// --jsonl: one JSON array of ids per input line, as Hugging Face's encode gives them (added
+// tokens in the text are recognised; the template's tokens only with --add-special).
+int run_encode_jsonl(const Options& o, const marin::Tokenizer& tok) {
+  const std::string text = marin::read_file(o.in_file);
+  const std::vector<std::string> path = marin::data::field_path(o.text_field, "--text-field");
+  std::string out;
+  std::vector<uint32_t> ids;
+  nlohmann::json scratch;
+  const auto lines = marin::split_lines(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (marin::data::blank_line(lines[i])) continue;
+    // The JSONL document rule of the corpus readers (data/sources/jsonl_source.hpp); a line
+    // without text is an error here, as every line must give its array of ids.
+    marin::data::JsonlSkip skip = marin::data::JsonlSkip::none;
+    const std::string* t = marin::data::jsonl_text(lines[i], o.in_file, i + 1, path, scratch, skip);
+    if (!t)
+      marin::fail("{}:{}: {} (\"{}\"): every line needs a text", o.in_file, i + 1,
+                  marin::data::skip_reason(skip), o.text_field);
+    ids.clear();
+    if (o.add_special) ids = tok.template_prefix();
+    tok.encode_into(*t, ids, /*allow_special=*/true);
+    if (o.add_special)
+      ids.insert(ids.end(), tok.template_suffix().begin(), tok.template_suffix().end());
+    out += '[';
+    append_ids(out, ids, ",");
+    out += "]\n";
+    if (out.size() > (1 << 20)) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+int run_encode(const Options& o) {
+  require_tokenizer(o, "encode");
+  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file, o.pattern);
+  if (o.jsonl) return run_encode_jsonl(o, tok);
+  std::vector<uint32_t> ids;
+  if (o.add_special) ids = tok.template_prefix();
+  tok.encode_into(marin::read_file(o.in_file), ids, o.allow_special);
+  if (o.add_special)
+    ids.insert(ids.end(), tok.template_suffix().begin(), tok.template_suffix().end());
+  std::string out;
+  out.reserve(ids.size() * 6 + 4);
+  if (o.json) out += '[';
+  append_ids(out, ids, o.json ? "," : " ");
+  out += o.json ? "]\n" : "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
 int run_decode(const Options& o) {
   require_tokenizer(o, "decode");
-  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file);
+  marin::Tokenizer tok = marin::Tokenizer::load(o.vocab_file, o.pattern);
   std::string text = marin::read_file(o.in_file);
   std::vector<uint32_t> ids;
   size_t first = text.find_first_not_of(" \t\r\n");
@@ -127,16 +171,30 @@ MARIN_COMMAND(tokenizer, "tokenizer",
                     "encode", "Encode a whole file to token ids (printed on stdout)");
                 enc->add_option("--tokenizer", o->vocab_file, "tokenizer.json or .tiktoken file");
                 marin::cli::add_deprecated(*enc, "--vocab", "--tokenizer", o->vocab_file);
-                enc->add_option("--in", o->in_file, "Input text file (raw bytes)")->required();
+                enc->add_option("--in", o->in_file,
+                                "Input text file (raw bytes), or with --jsonl a .jsonl file")
+                    ->required();
                 enc->add_flag("--json", o->json, "Print one JSON array (default: space-separated)");
                 enc->add_flag("--allow-special", o->allow_special,
                               "Recognise special-token text such as <|end_of_text|> in the input");
+                enc->add_flag("--jsonl", o->jsonl,
+                              "Batch mode: one JSON array of ids per input line's text, as "
+                              "Hugging Face encodes it (added tokens in the text recognised)");
+                enc->add_option("--text-field", o->text_field,
+                                "With --jsonl: the dotted path of each line's text")
+                    ->capture_default_str();
+                enc->add_flag("--add-special", o->add_special,
+                              "Add the post-processor template's tokens (e.g. BOS)");
+                enc->add_option("--pattern", o->pattern,
+                                ".tiktoken split: cl100k, o200k, p50k, r50k, gpt2 or a regex");
 
                 auto* dec = app.add_subcommand(
                     "decode", "Decode token ids (JSON array or whitespace-separated) to bytes");
                 dec->add_option("--tokenizer", o->vocab_file, "tokenizer.json or .tiktoken file");
                 marin::cli::add_deprecated(*dec, "--vocab", "--tokenizer", o->vocab_file);
                 dec->add_option("--in", o->in_file, "File with the ids")->required();
+                dec->add_option("--pattern", o->pattern,
+                                ".tiktoken split: cl100k, o200k, p50k, r50k, gpt2 or a regex");
 
                 return [o, train, enc, dec]() -> int {
                   if (train->parsed()) return run_train(*o);

@@ -392,8 +392,14 @@ std::vector<TokenShardInfo> kept_shards(const std::string& out, const Tokenizer&
 }
 
 void encode_document(const Tokenizer& tok, std::string_view text, std::vector<uint32_t>& out) {
+  // The post-processor's template (a BOS for Llama 2/Gemma), then EOS unless the template ends
+  // with it.
+  const std::vector<uint32_t>& suffix = tok.template_suffix();
+  out.insert(out.end(), tok.template_prefix().begin(), tok.template_prefix().end());
   tok.encode_into(text, out);
-  if (const std::optional<uint32_t> eos = tok.eos()) out.push_back(*eos);
+  out.insert(out.end(), suffix.begin(), suffix.end());
+  if (const std::optional<uint32_t> eos = tok.eos(); eos && (suffix.empty() || suffix.back() != *eos))
+    out.push_back(*eos);
 }
 
 TokenManifest tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& o) {

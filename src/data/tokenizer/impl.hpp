@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/tokenizer/pipeline.hpp"
 #include "data/tokenizer/split_regex.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -119,6 +120,18 @@ class PairIndex {
 
 enum TokenKind : uint8_t { kAbsent = 0, kNormal = 1, kSpecial = 2 };
 
+// A token of tokenizer.json's added_tokens (or a special token of a rank file / trained
+// vocabulary), matched in the text before the model sees it (Hugging Face's AddedVocabulary).
+struct AddedToken {
+  uint32_t id;
+  bool special = true, lstrip = false, rstrip = false, single_word = false;
+  bool normalized = false;  // matched in the normalized text instead of the raw text
+};
+
+// The longest pre-tokenized piece the BPE model accepts (docs/reliability.md): BPE of a piece
+// costs about 40 bytes of memory per byte, and chunking a piece could change its ids.
+constexpr size_t kMaxWordBytes = size_t(16) << 20;
+
 struct Tokenizer::Impl {
   // What defines the tokenizer (and its hash).
   std::string pattern;
@@ -126,6 +139,18 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> kind;                          // id -> TokenKind
   std::vector<std::pair<uint32_t, uint32_t>> merges;  // in priority order (index = rank)
   bool ignore_merges = true;  // a piece that is itself a token is emitted whole (tiktoken rule)
+  // The tokenizer.json pipeline around the model. A rank file or a trained vocabulary has none of
+  // it: byte-level BPE over `pattern`'s pieces.
+  bool byte_level = true;  // vocabulary and initial symbols are bytes (else characters)
+  bool keep_gaps = true;   // text between `pattern`'s matches is a piece (Split Isolated)
+  std::string pipeline;    // canonical JSON of the parts below that change ids (hashed)
+  std::unique_ptr<tok::Normalizer> normalizer;
+  std::unique_ptr<tok::PreTokenizer> pre_tokenizer;  // null: `pattern` (if any) splits
+  std::unique_ptr<tok::Decoder> decoder;
+  tok::PostProcessor post;
+  std::vector<AddedToken> added;  // from tokenizer.json; else derived from kSpecial in finalize
+  std::string unk_token, subword_prefix, word_suffix;
+  bool fuse_unk = false, byte_fallback = false;
 
   // Derived by finalize().
   std::unique_ptr<SplitRegex> regex;
@@ -135,6 +160,10 @@ struct Tokenizer::Impl {
   std::array<uint32_t, 256> byte_id{};
   std::vector<uint32_t> specials;  // special ids, longest text first
   std::array<bool, 256> special_first{};
+  std::vector<const AddedToken*> added_raw, added_norm;  // longest text first
+  std::array<bool, 256> raw_first{}, norm_first{};
+  uint32_t unk_id = UINT32_MAX;
+  std::array<uint32_t, 256> fallback_id{};  // <0xNN> tokens (UINT32_MAX: absent)
   std::optional<uint32_t> bos, eos, pad;
   uint64_t hash = 0;
   uint64_t instance = 0;  // unique per finalize(), keys the per-thread piece cache
@@ -157,6 +186,20 @@ struct Tokenizer::Impl {
   static uint64_t max_token_id(uint64_t entries) { return 2 * entries + 256; }
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
   void bpe(std::string_view piece, std::vector<uint32_t>& out) const;
+  // The model's initial symbols of a piece (bytes, or characters with byte fallback / unk).
+  size_t symbols(std::string_view piece, std::vector<uint32_t>& ids) const;
+  // Text without added tokens: normalizer, pre-tokenizer, model. `at_start`: the text begins at
+  // offset 0 of the input.
+  void encode_text(std::string_view text, bool at_start, bool allow_special,
+                   std::vector<uint32_t>& out) const;
+  // Pieces of `pattern`'s split (the fast pre-tokenizer: a regex split plus ByteLevel).
+  void regex_pieces(std::string_view text, std::vector<uint32_t>& out) const;
+  // Splits `text` at the added tokens of `set`, calling plain(segment, offset) and emitting ids.
+  template <class Plain>
+  void split_added(std::string_view text, const std::vector<const AddedToken*>& set,
+                   const std::array<bool, 256>& first, bool allow_special,
+                   std::vector<uint32_t>& out, Plain&& plain) const;
+  bool classic() const;  // no pipeline beyond a byte-level BPE over a split regex
 };
 
 }  // namespace marin

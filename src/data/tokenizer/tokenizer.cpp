@@ -3,9 +3,11 @@
 #include "data/tokenizer/tokenizer.hpp"
 
 #include <fmt/core.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -204,15 +206,30 @@ void Tokenizer::Impl::derive_merges_from_ranks() {
   }
 }
 
+bool Tokenizer::Impl::classic() const {
+  return pipeline.empty();
+}
+
 void Tokenizer::Impl::finalize(const std::string& origin) {
   index_vocab();
-  for (int b = 0; b < 256; ++b) {
-    char c = char(b);
-    uint32_t id = vocab.find(std::string_view(&c, 1));
-    if (id == BytesIndex::kEmpty)
-      fail("{}: the vocabulary has no token for byte 0x{:02X}; a byte-level BPE needs all 256",
-           origin, b);
-    byte_id[b] = id;
+  fallback_id.fill(UINT32_MAX);
+  if (byte_level) {
+    for (int b = 0; b < 256; ++b) {
+      char c = char(b);
+      uint32_t id = vocab.find(std::string_view(&c, 1));
+      if (id == BytesIndex::kEmpty)
+        fail("{}: the vocabulary has no token for byte 0x{:02X}; a byte-level BPE needs all 256",
+             origin, b);
+      byte_id[b] = id;
+    }
+  } else {
+    for (int b = 0; b < 256; ++b) fallback_id[b] = vocab.find(fmt::format("<0x{:02X}>", b));
+  }
+  unk_id = UINT32_MAX;
+  if (!unk_token.empty()) {
+    unk_id = vocab.find(unk_token);
+    if (unk_id == BytesIndex::kEmpty)
+      fail("{}: model.unk_token \"{}\" is not in model.vocab", origin, unk_token);
   }
   merge_result.resize(merges.size());
   std::string cat;
@@ -220,8 +237,10 @@ void Tokenizer::Impl::finalize(const std::string& origin) {
     auto [a, b] = merges[r];
     if (a >= tokens.size() || b >= tokens.size() || kind[a] != kNormal || kind[b] != kNormal)
       fail("{}: merge #{} refers to a token id that is not in the vocabulary", origin, r);
+    // As the Rust crate: the right part loses the continuing-subword prefix's length.
+    const std::string& right = tokens[b];
     cat.assign(tokens[a]);
-    cat.append(tokens[b]);
+    cat.append(right, std::min(subword_prefix.size(), right.size()), std::string::npos);
     uint32_t id = vocab.find(cat);
     if (id == BytesIndex::kEmpty)
       fail("{}: merge #{} produces a token that is not in the vocabulary", origin, r);
@@ -229,19 +248,32 @@ void Tokenizer::Impl::finalize(const std::string& origin) {
   }
   pairs.build(merges, merge_result);
 
+  if (added.empty())
+    for (uint32_t id = 0; id < tokens.size(); ++id)
+      if (kind[id] == kSpecial) added.push_back(AddedToken{id});
   specials.clear();
   special_first.fill(false);
+  raw_first.fill(false);
+  norm_first.fill(false);
+  added_raw.clear();
+  added_norm.clear();
   bos.reset();
   eos.reset();
   pad.reset();
-  static const char* const kBos[] = {"<|begin_of_text|>", "<|bos|>", "<s>", "<|startoftext|>"};
-  static const char* const kEos[] = {"<|end_of_text|>", "<|endoftext|>", "<|eos|>", "</s>"};
+  static const char* const kBos[] = {"<|begin_of_text|>", "<|bos|>", "<s>", "<|startoftext|>",
+                                     "<bos>"};
+  static const char* const kEos[] = {"<|end_of_text|>", "<|endoftext|>", "<|eos|>", "</s>",
+                                     "<eos>"};
   static const char* const kPad[] = {"<|pad|>", "<pad>", "<|padding|>"};
-  for (uint32_t id = 0; id < tokens.size(); ++id) {
-    if (kind[id] != kSpecial) continue;
-    if (tokens[id].empty()) fail("{}: special token {} is empty", origin, id);
+  for (const AddedToken& t : added) {
+    const uint32_t id = t.id;
+    if (tokens[id].empty()) fail("{}: added token {} is empty", origin, id);
+    const unsigned char c0 = static_cast<unsigned char>(tokens[id][0]);
+    (t.normalized ? added_norm : added_raw).push_back(&t);
+    (t.normalized ? norm_first : raw_first)[c0] = true;
+    if (!t.special) continue;
     specials.push_back(id);
-    special_first[static_cast<unsigned char>(tokens[id][0])] = true;
+    special_first[c0] = true;
     auto is = [&](const auto& names) {
       return std::find(std::begin(names), std::end(names), tokens[id]) != std::end(names);
     };
@@ -249,10 +281,17 @@ void Tokenizer::Impl::finalize(const std::string& origin) {
     if (!eos && is(kEos)) eos = id;
     if (!pad && is(kPad)) pad = id;
   }
-  std::stable_sort(specials.begin(), specials.end(),
-                   [&](uint32_t a, uint32_t b) { return tokens[a].size() > tokens[b].size(); });
+  auto longest_first = [&](auto& v, auto text) {
+    std::stable_sort(v.begin(), v.end(),
+                     [&](const auto& a, const auto& b) { return text(a).size() > text(b).size(); });
+  };
+  longest_first(specials, [&](uint32_t id) -> const std::string& { return tokens[id]; });
+  longest_first(added_raw,
+                [&](const AddedToken* t) -> const std::string& { return tokens[t->id]; });
+  longest_first(added_norm,
+                [&](const AddedToken* t) -> const std::string& { return tokens[t->id]; });
 
-  regex = std::make_unique<SplitRegex>(pattern);
+  regex = pattern.empty() ? nullptr : std::make_unique<SplitRegex>(pattern);
 
   XXH64_state_t* st = XXH64_createState();
   XXH64_reset(st, 0);
@@ -270,13 +309,23 @@ void Tokenizer::Impl::finalize(const std::string& origin) {
   }
   put64(merges.size());
   for (auto [a, b] : merges) put64((uint64_t(a) << 32) | b);
+  if (!pipeline.empty()) {  // a tokenizer.json pipeline (absent: the hash of before it existed)
+    put64(pipeline.size());
+    put(pipeline.data(), pipeline.size());
+  }
   hash = XXH64_digest(st);
   XXH64_freeState(st);
   instance = g_instances.fetch_add(1);
 }
 
 void Tokenizer::Impl::encode_piece(std::string_view p, std::vector<uint32_t>& out) const {
-  if (p.size() == 1) {
+  if (p.empty()) return;
+  if (p.size() > kMaxWordBytes)
+    fail(
+        "a pre-tokenized piece of {} bytes is longer than the limit of {} MiB (kMaxWordBytes, "
+        "docs/reliability.md); split the text first",
+        p.size(), kMaxWordBytes >> 20);
+  if (byte_level && p.size() == 1) {
     out.push_back(byte_id[static_cast<unsigned char>(p[0])]);
     return;
   }
@@ -316,13 +365,58 @@ void Tokenizer::Impl::encode_piece(std::string_view p, std::vector<uint32_t>& ou
   }
 }
 
+size_t Tokenizer::Impl::symbols(std::string_view p, std::vector<uint32_t>& ids) const {
+  ids.clear();
+  if (byte_level) {
+    ids.resize(p.size());
+    for (size_t i = 0; i < p.size(); ++i) ids[i] = byte_id[static_cast<unsigned char>(p[i])];
+    return ids.size();
+  }
+  // BPE::merge_word of the Rust crate: each character (with the continuing-subword prefix when
+  // not first, the end-of-word suffix when last) is a token, else its <0xNN> bytes, else unk
+  // (consecutive unknowns fused into one when fuse_unk).
+  bool pending_unk = false;
+  std::string key;
+  for (size_t i = 0; i < p.size();) {
+    uint32_t cp;
+    size_t len = utf8::decode(p, i, cp);
+    if (len == 0) len = 1;
+    key.clear();
+    if (i > 0) key += subword_prefix;
+    key.append(p.substr(i, len));
+    if (i + len >= p.size()) key += word_suffix;
+    i += len;
+    const uint32_t id = vocab.find(key);
+    if (id != BytesIndex::kEmpty) {
+      if (pending_unk) ids.push_back(unk_id);
+      pending_unk = false;
+      ids.push_back(id);
+      continue;
+    }
+    if (byte_fallback) {
+      bool all = true;
+      for (unsigned char c : key) all = all && fallback_id[c] != UINT32_MAX;
+      if (all) {
+        for (unsigned char c : key) ids.push_back(fallback_id[c]);
+        continue;
+      }
+    }
+    if (unk_id == UINT32_MAX) continue;  // no unk token: the character is dropped (as in Rust)
+    if (pending_unk && !fuse_unk) ids.push_back(unk_id);
+    pending_unk = true;
+  }
+  if (pending_unk) ids.push_back(unk_id);
+  return ids.size();
+}
+
 void Tokenizer::Impl::bpe(std::string_view p, std::vector<uint32_t>& out) const {
-  const size_t n = p.size();
+  thread_local std::vector<uint32_t> sym;
+  const size_t n = symbols(p, sym);
   constexpr uint32_t kNo = PairIndex::kNone;
   if (n <= 256) {
     // Short pieces: arrays and a linear scan for the lowest rank (leftmost on ties).
     uint32_t ids[256], rank[256], res[256];
-    for (size_t i = 0; i < n; ++i) ids[i] = byte_id[static_cast<unsigned char>(p[i])];
+    std::copy(sym.begin(), sym.begin() + n, ids);
     size_t m = n;
     for (size_t i = 0; i + 1 < m; ++i) {
       auto hit = pairs.find(ids[i], ids[i + 1]);
@@ -359,11 +453,10 @@ void Tokenizer::Impl::bpe(std::string_view p, std::vector<uint32_t>& out) const 
     uint32_t rank, pos, a, b;
     bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  std::vector<uint32_t> ids(n);
+  std::vector<uint32_t> ids(sym.begin(), sym.begin() + n);
   std::vector<int64_t> prev(n), next(n);
   std::vector<bool> alive(n, true);
   for (size_t i = 0; i < n; ++i) {
-    ids[i] = byte_id[static_cast<unsigned char>(p[i])];
     prev[i] = int64_t(i) - 1;
     next[i] = i + 1 < n ? int64_t(i + 1) : -1;
   }
@@ -444,35 +537,175 @@ std::optional<uint32_t> Tokenizer::token_id(std::string_view bytes) const {
 
 std::vector<std::string_view> Tokenizer::split(std::string_view text) const {
   std::vector<std::string_view> out;
+  if (!impl_->regex) {
+    if (!text.empty()) out.push_back(text);
+    return out;
+  }
   impl_->regex->split(text, [&](std::string_view p) { out.push_back(p); });
   return out;
+}
+
+namespace {
+
+bool is_ascii(std::string_view s) {
+  for (unsigned char c : s)
+    if (c >= 0x80) return false;
+  return true;
+}
+
+// The character that ends before `pos` (0 when none or not UTF-8); its length in `len`.
+uint32_t char_before(std::string_view s, size_t pos, size_t& len) {
+  size_t k = pos;
+  while (k > 0 && pos - k < 4) {
+    --k;
+    if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) break;
+  }
+  uint32_t cp = 0;
+  len = pos > 0 ? utf8::decode(s, k, cp) : 0;
+  if (len != pos - k) len = 0;
+  return len ? cp : 0;
+}
+
+bool is_space(uint32_t cp) {  // Rust regex's \s: the White_Space property
+  return (cp >= 0x9 && cp <= 0xD) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
+
+bool is_word(uint32_t cp) {  // Rust regex's \w: letters, marks, decimal digits, connectors
+  if (cp < 0x80) return std::isalnum(int(cp)) || cp == '_';
+  switch (utf8proc_category(utf8proc_int32_t(cp))) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return cp == 0x200C || cp == 0x200D;
+  }
+}
+
+}  // namespace
+
+template <class Plain>
+void Tokenizer::Impl::split_added(std::string_view text, const std::vector<const AddedToken*>& set,
+                                  const std::array<bool, 256>& first, bool allow_special,
+                                  std::vector<uint32_t>& out, Plain&& plain) const {
+  // AddedVocabulary::find_matches: leftmost-longest, non-overlapping; a match that is refused
+  // (a special token when specials are not allowed, single_word inside a word) stays text.
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    if (!first[static_cast<unsigned char>(text[i])]) {
+      ++i;
+      continue;
+    }
+    const AddedToken* hit = nullptr;
+    for (const AddedToken* t : set)
+      if (text.compare(i, tokens[t->id].size(), tokens[t->id]) == 0) {
+        hit = t;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    size_t b = i, e = i + tokens[hit->id].size(), len = 0;
+    uint32_t cp = 0;
+    bool refuse = hit->special && !allow_special;
+    if (!refuse && hit->single_word) {
+      const bool word_before = b > 0 && is_word(char_before(text, b, len)) && len;
+      const bool word_after = e < text.size() && utf8::decode(text, e, cp) && is_word(cp);
+      refuse = word_before || word_after;
+    }
+    if (refuse) {
+      i = e;
+      continue;
+    }
+    if (hit->lstrip)
+      while (b > start && is_space(char_before(text, b, len)) && len) b -= len;
+    if (hit->rstrip)
+      while (e < text.size() && (len = utf8::decode(text, e, cp)) && is_space(cp)) e += len;
+    if (b > start) plain(text.substr(start, b - start), start);
+    out.push_back(hit->id);
+    start = i = e;
+  }
+  if (start < text.size()) plain(text.substr(start), start);
+}
+
+void Tokenizer::Impl::regex_pieces(std::string_view text, std::vector<uint32_t>& out) const {
+  if (keep_gaps) {
+    regex->split(text, [&](std::string_view p) { encode_piece(p, out); });
+    return;
+  }
+  // Split with behavior Removed and invert: only the matches are pieces (bytes that are not
+  // UTF-8, which no match covers, are kept so that every byte is encoded).
+  size_t pos = 0, ms = 0, me = 0;
+  while (pos < text.size() && regex->find(text, pos, ms, me)) {
+    if (ms > pos && !utf8::valid(text.substr(pos, ms - pos)))
+      encode_piece(text.substr(pos, ms - pos), out);
+    if (me == ms) me = ms + 1;
+    encode_piece(text.substr(ms, me - ms), out);
+    pos = me;
+  }
+  if (pos < text.size() && !utf8::valid(text.substr(pos))) encode_piece(text.substr(pos), out);
+}
+
+void Tokenizer::Impl::encode_text(std::string_view text, bool at_start, bool allow_special,
+                                  std::vector<uint32_t>& out) const {
+  if (text.empty()) return;
+  auto pre_tokenize = [&](std::string_view seg, bool seg_at_start) {
+    if (pre_tokenizer) {
+      thread_local std::vector<tok::Piece> pieces;
+      pieces.clear();
+      pre_tokenizer->split(tok::Piece{std::string(seg), seg_at_start}, pieces);
+      for (const tok::Piece& p : pieces) encode_piece(p.text, out);
+    } else if (regex) {
+      regex_pieces(seg, out);
+    } else {
+      encode_piece(seg, out);
+    }
+  };
+  if (!normalizer && byte_level && added_norm.empty()) {  // raw bytes, as tiktoken encodes them
+    pre_tokenize(text, at_start);
+    return;
+  }
+  std::string s = tok::sanitize_utf8(text);
+  if (normalizer && !(normalizer->ascii_identity() && is_ascii(s))) normalizer->apply(s);
+  if (added_norm.empty()) {
+    pre_tokenize(s, at_start);
+    return;
+  }
+  split_added(s, added_norm, norm_first, allow_special, out,
+              [&](std::string_view seg, size_t off) { pre_tokenize(seg, at_start && off == 0); });
 }
 
 void Tokenizer::encode_into(std::string_view text, std::vector<uint32_t>& out,
                             bool allow_special) const {
   const Impl& m = *impl_;
-  auto plain = [&](std::string_view t) {
-    m.regex->split(t, [&](std::string_view p) { m.encode_piece(p, out); });
-  };
-  if (!allow_special || m.specials.empty()) {
-    plain(text);
-    return;
-  }
-  size_t start = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (!m.special_first[static_cast<unsigned char>(text[i])]) continue;
-    for (uint32_t s : m.specials) {
-      const std::string& st = m.tokens[s];
-      if (text.compare(i, st.size(), st) == 0) {
-        plain(text.substr(start, i - start));
-        out.push_back(s);
-        start = i + st.size();
-        i = start - 1;
-        break;
-      }
-    }
-  }
-  plain(text.substr(start));
+  m.split_added(
+      text, m.added_raw, m.raw_first, allow_special, out,
+      [&](std::string_view seg, size_t off) { m.encode_text(seg, off == 0, allow_special, out); });
+}
+
+std::vector<uint32_t> Tokenizer::encode_document(std::string_view text) const {
+  std::vector<uint32_t> out(impl_->post.prefix);
+  encode_into(text, out);
+  out.insert(out.end(), impl_->post.suffix.begin(), impl_->post.suffix.end());
+  return out;
+}
+
+const std::vector<uint32_t>& Tokenizer::template_prefix() const {
+  return impl_->post.prefix;
+}
+const std::vector<uint32_t>& Tokenizer::template_suffix() const {
+  return impl_->post.suffix;
 }
 
 std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
@@ -487,8 +720,14 @@ void Tokenizer::decode_into(std::span<const uint32_t> ids, std::string& out) con
   for (uint32_t id : ids) {
     if (id >= m.kind.size() || m.kind[id] == kAbsent)
       fail("cannot decode token id {}: not in the vocabulary (size {})", id, vocab_size());
-    out.append(m.tokens[id]);
+    if (!m.decoder) out.append(m.tokens[id]);
   }
+  if (!m.decoder) return;
+  std::vector<std::string> parts;
+  parts.reserve(ids.size());
+  for (uint32_t id : ids) parts.push_back(m.tokens[id]);
+  m.decoder->decode_chain(parts);
+  for (const auto& p : parts) out += p;
 }
 
 std::string Tokenizer::decode(std::span<const uint32_t> ids) const {
@@ -515,16 +754,6 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& path, const std::string& p
   auto m = std::make_unique<Impl>();
   std::string stem = std::filesystem::path(path).stem().string();
   std::vector<NamedSpecial> named;
-  if (!pattern.empty()) {
-    m->pattern = pattern;
-  } else if (stem.rfind("o200k", 0) == 0) {
-    m->pattern = kO200kPattern;
-  } else if (stem.rfind("r50k", 0) == 0 || stem.rfind("p50k", 0) == 0 ||
-             stem.rfind("gpt2", 0) == 0) {
-    m->pattern = kGpt2Pattern;
-  } else {
-    m->pattern = kCl100kPattern;
-  }
   // The special tokens tiktoken defines next to these rank files.
   if (stem.rfind("cl100k_base", 0) == 0)
     named = {{"<|endoftext|>", 100257},
@@ -572,6 +801,58 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& path, const std::string& p
     m->kind[rank] = kNormal;
   }
   if (m->tokens.empty()) fail("'{}': no tokens found (expected a .tiktoken rank file)", path);
+  // The split regex: --pattern, else the sidecar FILE.json, else the file name of a known
+  // encoding. Never a guess: a vocabulary split with the wrong regex encodes differently.
+  auto known = [](std::string_view name) -> const char* {
+    if (name.starts_with("cl100k")) return kCl100kPattern;
+    if (name.starts_with("o200k")) return kO200kPattern;
+    if (name.starts_with("r50k") || name.starts_with("p50k") || name.starts_with("gpt2"))
+      return kGpt2Pattern;
+    return nullptr;
+  };
+  std::string chosen = pattern;
+  std::vector<std::pair<std::string, uint32_t>> sidecar_specials;
+  const std::string sidecar = path + ".json";
+  if (chosen.empty() && std::filesystem::exists(sidecar)) {
+    const nlohmann::json side = load_json(sidecar, "the sidecar of a .tiktoken file");
+    if (!side.is_object() || !side.contains("pattern") || !side["pattern"].is_string())
+      fail(
+          "'{}': expected {{\"pattern\": \"cl100k|o200k|p50k|r50k|gpt2|REGEX\", "
+          "\"special_tokens\": {{\"<text>\": id}}}}",
+          sidecar);
+    chosen = side["pattern"].get<std::string>();
+    if (side.contains("special_tokens")) {
+      if (!side["special_tokens"].is_object())
+        fail("'{}': special_tokens: expected an object of text -> id", sidecar);
+      for (auto it = side["special_tokens"].begin(); it != side["special_tokens"].end(); ++it) {
+        if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > UINT32_MAX)
+          fail("'{}': special_tokens.{}: expected a token id, found {}", sidecar, it.key(),
+               it.value().dump());
+        if (it.value().get<uint64_t>() > max_rank)
+          fail("'{}': special_tokens.{}: id {} is beyond the rank file's {} lines", sidecar,
+               it.key(), it.value().get<uint64_t>(), lines);
+        sidecar_specials.emplace_back(it.key(), it.value().get<uint32_t>());
+      }
+    }
+  }
+  if (chosen.empty()) {
+    if (!known(stem))
+      fail(
+          "'{}': a .tiktoken file does not say how text is split, and its name names no known "
+          "encoding (cl100k, o200k, p50k, r50k, gpt2); pass --pattern cl100k|o200k|p50k|r50k|"
+          "gpt2|REGEX, or write {} with {{\"pattern\": ...}}",
+          path, sidecar);
+    m->pattern = known(stem);
+  } else if (chosen == "cl100k" || chosen == "o200k" || chosen == "p50k" || chosen == "r50k" ||
+             chosen == "gpt2") {
+    m->pattern = known(chosen);
+  } else {
+    m->pattern = chosen;
+  }
+  if (!sidecar_specials.empty()) {
+    named.clear();
+    for (const auto& [t, id] : sidecar_specials) named.push_back({t.c_str(), id});
+  }
   for (auto [text_, id] : named) {
     if (id < m->tokens.size() && m->kind[id] != kAbsent) continue;
     m->grow_to(id);
@@ -592,68 +873,108 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   return from_json_text(read_file(path), path);
 }
 
+namespace {
+
+// The pre-tokenizer the encoder runs without copies: one regex split (Isolated, or Removed with
+// invert) followed by ByteLevel(add_prefix_space=false, use_regex=false), or ByteLevel alone
+// with its GPT-2 regex. Sets the regex and whether gaps between matches are pieces.
+bool fast_pre_tokenizer(const nlohmann::json& pt, std::string& regex, bool& keep_gaps) {
+  auto is_byte_level = [](const nlohmann::json& s, bool use_regex) {
+    return s.is_object() && s.value("type", "") == "ByteLevel" &&
+           s.value("add_prefix_space", true) == false && s.value("use_regex", true) == use_regex;
+  };
+  if (is_byte_level(pt, true)) {
+    regex = Tokenizer::kGpt2Pattern;
+    return true;
+  }
+  if (!pt.is_object() || pt.value("type", "") != "Sequence" || !pt.contains("pretokenizers"))
+    return false;
+  const nlohmann::json& steps = pt["pretokenizers"];
+  if (!steps.is_array()) return false;
+  if (steps.size() == 1 && is_byte_level(steps[0], true)) {
+    regex = Tokenizer::kGpt2Pattern;
+    return true;
+  }
+  if (steps.size() != 2 || !is_byte_level(steps[1], false)) return false;
+  const nlohmann::json& sp = steps[0];
+  if (!sp.is_object() || sp.value("type", "") != "Split" || !sp.contains("pattern") ||
+      !sp["pattern"].is_object() || !sp["pattern"].contains("Regex") ||
+      !sp["pattern"]["Regex"].is_string())
+    return false;
+  const nlohmann::json behavior = sp.value("behavior", nlohmann::json("Isolated"));
+  const nlohmann::json invert = sp.value("invert", nlohmann::json(false));
+  if (behavior == "Isolated" && invert == false)
+    keep_gaps = true;
+  else if (behavior == "Removed" && invert == true)
+    keep_gaps = false;
+  else
+    return false;
+  regex = sp["pattern"]["Regex"].get<std::string>();
+  return true;
+}
+
+std::string optional_string(const nlohmann::json& obj, const char* key, const std::string& path) {
+  if (!obj.contains(key) || obj[key].is_null()) return {};
+  if (!obj[key].is_string())
+    fail("{}.{}: expected a string or null, found {}", path, key, obj[key].dump());
+  return obj[key].get<std::string>();
+}
+
+bool optional_bool(const nlohmann::json& obj, const char* key, const std::string& path) {
+  if (!obj.contains(key) || obj[key].is_null()) return false;
+  if (!obj[key].is_boolean())
+    fail("{}.{}: expected true or false, found {}", path, key, obj[key].dump());
+  return obj[key].get<bool>();
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& origin) {
   using nlohmann::json;
+  // The one JSON policy refuses duplicate vocabulary keys and deep nesting while parsing.
   json j = parse_json(text, fmt::format("'{}'", origin), "expected a Hugging Face tokenizer.json");
-  auto where = [&](const char* field) { return fmt::format("'{}': {}", origin, field); };
+  auto where = [&](const std::string& field) { return fmt::format("'{}': {}", origin, field); };
   try {
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
       fail("{} is missing (expected a Hugging Face tokenizer.json)", where("model"));
     const json& model = j["model"];
-    std::string type = model.value("type", "BPE");
-    if (type != "BPE") fail("{} is '{}'; only BPE is supported", where("model.type"), type);
-    if (model.value("byte_fallback", false))
-      fail("{}: byte_fallback BPE is not supported (need a byte-level BPE)", where("model"));
-    for (const char* f : {"continuing_subword_prefix", "end_of_word_suffix"})
-      if (model.contains(f) && model[f].is_string() && !model[f].get<std::string>().empty())
-        fail("{} is set; not supported by a byte-level BPE", where(f));
-    if (j.contains("normalizer") && !j["normalizer"].is_null())
-      fail("{} is set; only tokenizers without a normalizer are supported", where("normalizer"));
+    const std::string mpath = where("model");
+    if (model.contains("type") && model["type"] != "BPE")
+      tok::unsupported(mpath + ".type", model["type"]);
+    if (model.contains("dropout") && !model["dropout"].is_null())
+      fail("{}.dropout: {} is not supported (BPE dropout samples ids at random; only null)", mpath,
+           model["dropout"].dump());
+    for (const char* f : {"truncation", "padding"})
+      if (j.contains(f) && !j[f].is_null()) tok::unsupported(where(f), j[f]);
 
     auto m = std::make_unique<Impl>();
-    m->ignore_merges = model.value("ignore_merges", false);
+    m->ignore_merges = optional_bool(model, "ignore_merges", mpath);
+    m->fuse_unk = optional_bool(model, "fuse_unk", mpath);
+    m->byte_fallback = optional_bool(model, "byte_fallback", mpath);
+    m->unk_token = optional_string(model, "unk_token", mpath);
+    m->subword_prefix = optional_string(model, "continuing_subword_prefix", mpath);
+    m->word_suffix = optional_string(model, "end_of_word_suffix", mpath);
 
-    // Pre-tokenizer: a Split regex followed by ByteLevel(use_regex=false), or ByteLevel alone.
-    std::string pattern;
-    bool byte_level = false;
-    std::function<void(const json&)> visit = [&](const json& pt) {
-      if (!pt.is_object()) fail("{} is not an object", where("pre_tokenizer"));
-      std::string t = pt.value("type", "");
-      if (t == "Sequence") {
-        for (const json& s : pt.at("pretokenizers")) visit(s);
-      } else if (t == "Split") {
-        if (!pattern.empty())
-          fail("{}: more than one Split is not supported", where("pre_tokenizer"));
-        const json& p = pt.at("pattern");
-        if (!p.contains("Regex"))
-          fail("{}: only a Split with a Regex pattern is supported", where("pre_tokenizer"));
-        if (pt.value("invert", false) || pt.value("behavior", "Isolated") != "Isolated")
-          fail("{}: only behavior Isolated, invert false is supported", where("pre_tokenizer"));
-        pattern = p["Regex"].get<std::string>();
-      } else if (t == "ByteLevel") {
-        byte_level = true;
-        if (pt.value("add_prefix_space", false))
-          fail("{}: add_prefix_space is not supported", where("pre_tokenizer"));
-        if (pt.value("use_regex", true)) {
-          if (!pattern.empty())
-            fail("{}: a Split followed by ByteLevel(use_regex=true) is not supported",
-                 where("pre_tokenizer"));
-          pattern = kGpt2Pattern;
-        }
-      } else {
-        fail("{}: pre-tokenizer type '{}' is not supported", where("pre_tokenizer"), t);
-      }
-    };
-    if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
-      fail("{} is missing (expected a byte-level pre-tokenizer)", where("pre_tokenizer"));
-    visit(j["pre_tokenizer"]);
-    if (!byte_level || pattern.empty())
-      fail("{}: expected a Split regex and a ByteLevel step", where("pre_tokenizer"));
-    m->pattern = pattern;
+    const json null_json;
+    const json& pt = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : null_json;
+    const json& nm = j.contains("normalizer") ? j["normalizer"] : null_json;
+    const json& pp = j.contains("post_processor") ? j["post_processor"] : null_json;
+    const json& dc = j.contains("decoder") ? j["decoder"] : null_json;
+    tok::PreTokenizerInfo info;
+    if (!pt.is_null()) {
+      auto general = tok::parse_pre_tokenizer(pt, where("pre_tokenizer"), info);
+      if (!fast_pre_tokenizer(pt, m->pattern, m->keep_gaps)) m->pre_tokenizer = std::move(general);
+    }
+    m->byte_level = info.byte_level;
+    if (!nm.is_null()) m->normalizer = tok::parse_normalizer(nm, where("normalizer"));
+    if (!pp.is_null()) m->post = tok::parse_post_processor(pp, where("post_processor"));
+    if (!dc.is_null() && dc.value("type", "") != "ByteLevel")
+      m->decoder = tok::parse_decoder(dc, where("decoder"));
 
-    const json& vocab = model.at("vocab");
+    const json& vocab = model.contains("vocab") ? model["vocab"] : null_json;
     if (!vocab.is_object()) fail("{} is not an object", where("model.vocab"));
     const json& added = j.contains("added_tokens") ? j["added_tokens"] : json::array();
+    if (!added.is_array()) fail("{} is not an array", where("added_tokens"));
     const uint64_t max_id = Impl::max_token_id(vocab.size() + added.size());
     // An id of the file, bounded by its token count (a damaged id would size the table).
     auto token_id = [&](const json& v, const char* field, const std::string& entry) {
@@ -667,28 +988,46 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
     std::string bytes;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       const uint32_t id = token_id(it.value(), "model.vocab", it.key());
-      if (!unicode_to_bytes(it.key(), bytes) || bytes.empty())
+      if (!m->byte_level)
+        bytes = it.key();
+      else if (!unicode_to_bytes(it.key(), bytes))
         fail("{}: '{}' is not a byte-level (GPT-2 mapped) token", where("model.vocab"), it.key());
+      if (bytes.empty()) fail("{}: an empty token (id {})", where("model.vocab"), id);
       m->grow_to(id);
       if (m->kind[id] != kAbsent) fail("{}: id {} appears twice", where("model.vocab"), id);
       m->tokens[id] = bytes;
       m->kind[id] = kNormal;
     }
-    if (added.is_array()) {
-      for (const json& t : added) {
-        std::string content = t.at("content").get<std::string>();
-        const uint32_t id = token_id(t.at("id"), "added_tokens", content);
-        m->grow_to(id);
+    for (size_t k = 0; k < added.size(); ++k) {
+      const json& t = added[k];
+      const std::string apath = fmt::format("added_tokens[{}]", k);
+      if (!t.is_object() || !t.contains("content") || !t["content"].is_string() ||
+          !t.contains("id"))
+        fail("{}: expected {{\"id\": N, \"content\": \"...\", ...}}", where(apath));
+      const std::string content = t["content"].get<std::string>();
+      const uint32_t id = token_id(t["id"], "added_tokens", content);
+      const std::string fpath = where(apath);
+      AddedToken a{id};
+      a.special = optional_bool(t, "special", fpath);
+      a.lstrip = optional_bool(t, "lstrip", fpath);
+      a.rstrip = optional_bool(t, "rstrip", fpath);
+      a.single_word = optional_bool(t, "single_word", fpath);
+      a.normalized = t.contains("normalized") ? optional_bool(t, "normalized", fpath) : !a.special;
+      m->grow_to(id);
+      // A token the model also has keeps its place in the model's vocabulary.
+      if (!(m->kind[id] == kNormal && m->tokens[id] == content)) {
         m->tokens[id] = content;
         m->kind[id] = kSpecial;
       }
+      m->added.push_back(a);
     }
     m->index_vocab();
     for (uint32_t id = 0; id < m->tokens.size(); ++id)
       if (m->kind[id] == kNormal && m->vocab.find(m->tokens[id]) != id)
-        fail("{}: token '{}' appears twice", where("model.vocab"), bytes_to_unicode(m->tokens[id]));
+        fail("{}: token '{}' appears twice", where("model.vocab"),
+             m->byte_level ? bytes_to_unicode(m->tokens[id]) : m->tokens[id]);
 
-    const json& merges = model.at("merges");
+    const json& merges = model.contains("merges") ? model["merges"] : json::array();
     if (!merges.is_array()) fail("{} is not an array", where("model.merges"));
     m->merges.reserve(merges.size());
     std::string a, b;
@@ -708,13 +1047,42 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
       } else {
         fail("{}: entry {} is neither 'left right' nor [left, right]", where("model.merges"), r);
       }
-      if (!unicode_to_bytes(sa, a) || !unicode_to_bytes(sb, b))
+      if (!m->byte_level) {
+        a = sa;
+        b = sb;
+      } else if (!unicode_to_bytes(sa, a) || !unicode_to_bytes(sb, b)) {
         fail("{}: entry {} is not byte-level", where("model.merges"), r);
+      }
       uint32_t ia = m->vocab.find(a), ib = m->vocab.find(b);
       if (ia == BytesIndex::kEmpty || ib == BytesIndex::kEmpty)
         fail("{}: entry {} ('{} {}') names a token that is not in model.vocab",
              where("model.merges"), r, sa, sb);
       m->merges.emplace_back(ia, ib);
+    }
+
+    // Everything besides vocabulary and merges that changes ids goes into the hash, unless the
+    // tokenizer is a plain byte-level BPE over a split regex (whose hash predates the pipeline).
+    bool plain_added = true;
+    for (const AddedToken& t : m->added)
+      plain_added =
+          plain_added && t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized;
+    const bool classic = m->byte_level && !m->normalizer && !m->pre_tokenizer && m->keep_gaps &&
+                         m->post.prefix.empty() && m->post.suffix.empty() && m->unk_token.empty() &&
+                         m->subword_prefix.empty() && m->word_suffix.empty() && !m->byte_fallback &&
+                         plain_added;
+    if (!classic) {
+      json added_flags = json::array();
+      for (const AddedToken& t : m->added)
+        added_flags.push_back({t.id, t.special, t.lstrip, t.rstrip, t.single_word, t.normalized});
+      const json cfg = {
+          {"normalizer", nm},
+          {"pre_tokenizer", pt},
+          {"byte_level", m->byte_level},
+          {"template", {m->post.prefix, m->post.suffix}},
+          {"model",
+           {m->unk_token, m->subword_prefix, m->word_suffix, m->fuse_unk, m->byte_fallback}},
+          {"added", added_flags}};
+      m->pipeline = cfg.dump();
     }
     m->finalize("'" + origin + "'");
     return Tokenizer(std::move(m));
@@ -728,6 +1096,10 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
 std::string Tokenizer::to_json() const {
   using nlohmann::json;
   const Impl& m = *impl_;
+  if (!m.classic())
+    fail(
+        "only a byte-level BPE over a split regex can be written as tokenizer.json (this one has "
+        "a normalizer, pre-tokenizer, template or model options that would be lost)");
   auto q = [](const std::string& s) { return json(s).dump(); };
   std::string o;
   o.reserve(m.tokens.size() * 24 + m.merges.size() * 24 + 1024);

@@ -33,9 +33,12 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
   // Reads a `.tiktoken` rank file (lines "<base64 bytes> <rank>") or a Hugging Face
-  // `tokenizer.json` (BPE model with a byte-level pre-tokenizer); detected from the content.
-  // A .tiktoken file carries no regex: it is chosen from the file name (o200k*, r50k*/p50k*/gpt2*,
-  // else cl100k), or given by `pattern`. Throws marin::Error naming the file on any problem.
+  // `tokenizer.json` (the BPE model with its normalizer, pre-tokenizer, added tokens,
+  // post-processor and decoder; docs/tokenizer.md); detected from the content.
+  // A .tiktoken file carries no regex: `pattern` (cl100k, o200k, p50k, r50k, gpt2 or a regex),
+  // else a sidecar FILE.json {"pattern": ..., "special_tokens": {text: id}}, else a file name
+  // that starts with a known encoding's name; anything else is an error (never a guess).
+  // Throws marin::Error naming the file on any problem.
   static Tokenizer load(const std::string& path, const std::string& pattern = "");
   static Tokenizer from_tiktoken(const std::string& path, const std::string& pattern = "");
   static Tokenizer from_json(const std::string& path);
@@ -56,7 +59,13 @@ class Tokenizer {
   std::vector<uint32_t> encode(std::string_view text, bool allow_special = false) const;
   void encode_into(std::string_view text, std::vector<uint32_t>& out,
                    bool allow_special = false) const;
-  // Byte-exact inverse of encode. Throws marin::Error on an id outside the vocabulary.
+  // A document as the model expects it: the post-processor's template around encode()'s ids
+  // (Llama 2/Gemma's BOS first, for example); special-token text in `text` stays text.
+  std::vector<uint32_t> encode_document(std::string_view text) const;
+  const std::vector<uint32_t>& template_prefix() const;  // ids the template puts before the text
+  const std::vector<uint32_t>& template_suffix() const;  // and after it
+  // Inverse of encode: byte-exact for a byte-level vocabulary; through the tokenizer.json's
+  // decoder otherwise (giving the normalized text). Throws marin::Error on an unknown id.
   std::string decode(std::span<const uint32_t> ids) const;
   void decode_into(std::span<const uint32_t> ids, std::string& out) const;
 

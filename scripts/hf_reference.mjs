@@ -1,0 +1,106 @@
+// node hf_reference.mjs text FIXTURE_DIR OUT.jsonl
+// node hf_reference.mjs encode CACHE TOKENIZER.json DOCS.jsonl OUT.jsonl [--special]
+// node hf_reference.mjs bench CACHE TOKENIZER.json DOCS.jsonl
+// (see hf_reference.sh)
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+
+const [cmd, ...args] = process.argv.slice(2);
+
+function readDocs(file) {
+  return fs.readFileSync(file, "utf8").split("\n").filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l).text);
+}
+
+function loadTokenizer(cache, file) {
+  const require = createRequire(path.join(cache, "package.json"));
+  const { Tokenizer } = require("tokenizers");
+  return Tokenizer.fromFile(file);
+}
+
+// ---- the test text: real documents plus cases that stress each pipeline part ----
+function makeText(fixture, out) {
+  let seed = 12345;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) / (1 << 24);
+  const pick = (a) => a[Math.floor(rand() * a.length)];
+  const docs = [];
+  for (const dir of fs.readdirSync(fixture).sort()) {
+    const d = path.join(fixture, dir);
+    if (!fs.statSync(d).isDirectory()) continue;
+    for (const f of fs.readdirSync(d).sort()) {
+      if (!f.endsWith(".jsonl")) continue;
+      for (const t of readDocs(path.join(d, f))) docs.push(t.slice(0, 6000));
+    }
+  }
+  const words = [
+    "Hello", "world", "The quick brown fox", "naïve café", "Größe", "smörgåsbord", "Ελληνικά",
+    "русский язык", "Україна", "日本語のテキスト", "中文文本测试", "한국어 문장", "العربية",
+    "עברית", "हिन्दी भाषा", "ภาษาไทย", "Tiếng Việt", "Türkçe", "ქართული", "Հայերեն", "አማርኛ",
+    "ﬁ ﬂ ﬃ", "ＦＵＬＬ　ｗｉｄｔｈ１２３", "①②③ ⑳", "x² y³ H₂O", "Å Å Å", "e\u0301 a\u0300 o\u0308",
+    "\u1100\u1161\u11a8", "👨‍👩‍👧‍👦", "👍🏽 🏳️‍🌈", "🇺🇸🇯🇵", "<|endoftext|>", "<s>", "</s>",
+    "<0x41>", "<unk>", "<|im_start|>", "<think>", "<bos>", "<|begin_of_text|>", "<pad>",
+    "1234567890", "3.14159", "1,000,000", "0x7fff", "!!!???...", "---===+++", "«»„“”‘’",
+    "\\xff\\xfe\\x00", "İstanbul", "ΣΊΣΥΦΟΣ", "ß ẞ", "ǅ", "\u00a0nbsp\u00a0", "\u200b\u200c\u200d",
+    "don't", "I'LL", "we're", "it'S", "tab\tsep", "a\r\nb", "\u2028\u2029", "\u3000ideographic",
+    "def f(x):\n    return x ** 2\n", "for (int i = 0; i < n; ++i) {\n\tsum += a[i];\n}",
+    "SELECT * FROM t WHERE a <> b;", "<div class=\"x\">&amp;</div>", "~/.config/marin.toml",
+  ];
+  const spaces = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n ", "    \n", "\u00a0", ""];
+  let bytes = docs.reduce((n, t) => n + Buffer.byteLength(t), 0);
+  const target = Math.max(2.2e6, bytes + 1.0e6);
+  let i = 0;
+  while (bytes < target) {
+    let t = "";
+    const n = 1 + Math.floor(rand() * 60);
+    for (let k = 0; k < n; ++k) {
+      const r = rand();
+      if (r < 0.6) t += pick(words);
+      else if (r < 0.7) t += String(Math.floor(rand() * 1e9));
+      else if (r < 0.8) { // random characters from varied blocks
+        const blocks = [[0x20, 0x7e], [0xa0, 0x24f], [0x370, 0x3ff], [0x400, 0x4ff], [0x600, 0x6ff],
+          [0x900, 0x97f], [0x3040, 0x30ff], [0x4e00, 0x4fff], [0xac00, 0xad00], [0x1f300, 0x1f64f],
+          [0x2000, 0x206f], [0xff00, 0xffef], [0x300, 0x36f], [0x2460, 0x24ff]];
+        const [a, b] = pick(blocks);
+        for (let c = 0; c < 1 + rand() * 8; ++c) t += String.fromCodePoint(a + Math.floor(rand() * (b - a)));
+      } else t += pick(spaces).repeat(1 + Math.floor(rand() * 3));
+      t += pick(spaces);
+    }
+    if (i % 7 === 0) t = pick(words) + t;  // documents that start with special-looking text
+    if (i % 11 === 0) t = " " + t;
+    docs.push(t);
+    bytes += Buffer.byteLength(t);
+    ++i;
+  }
+  fs.writeFileSync(out, docs.map((t) => JSON.stringify({ text: t })).join("\n") + "\n");
+}
+
+async function encode(cache, file, docsFile, out, special) {
+  const tok = loadTokenizer(cache, file);
+  const docs = readDocs(docsFile);
+  const lines = [];
+  for (let i = 0; i < docs.length; i += 256) {
+    const encs = await tok.encodeBatch(docs.slice(i, i + 256), { addSpecialTokens: special });
+    for (const e of encs) lines.push(JSON.stringify(Array.from(e.getIds())));
+  }
+  fs.writeFileSync(out, lines.join("\n") + "\n");
+}
+
+async function bench(cache, file, docsFile) {
+  const tok = loadTokenizer(cache, file);
+  const docs = readDocs(docsFile);
+  const mb = docs.reduce((n, t) => n + Buffer.byteLength(t), 0) / 1e6;
+  const rates = [];
+  for (let run = 0; run < 5; ++run) {
+    const t0 = process.hrtime.bigint();
+    for (const d of docs) await tok.encode(d, null, { addSpecialTokens: false });
+    rates.push(mb / (Number(process.hrtime.bigint() - t0) / 1e9));
+  }
+  rates.sort((a, b) => a - b);
+  console.log(rates[2].toFixed(3));
+}
+
+if (cmd === "text") makeText(args[0], args[1]);
+else if (cmd === "encode") await encode(args[0], args[1], args[2], args[3], args[4] === "--special");
+else if (cmd === "bench") await bench(args[0], args[1], args[2]);
+else { console.error("see hf_reference.sh"); process.exit(2); }
