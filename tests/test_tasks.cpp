@@ -15,6 +15,7 @@
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/contamination.hpp"
 #include "eval/tasks/builtin_tasks.hpp"
+#include "eval/tasks/generation.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "eval/tasks/task_scorer.hpp"
 #include "model/model.hpp"

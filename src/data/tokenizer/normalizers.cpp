@@ -28,7 +28,7 @@ std::string sanitize_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
   for (size_t i = 0; i < s.size();) {
-    uint32_t cp;
+    uint32_t cp = 0;
     const size_t n = utf8::decode(s, i, cp);
     if (n == 0) {
       out += "\xEF\xBF\xBD";
@@ -86,7 +86,7 @@ class Lowercase : public Normalizer {
         ++i;
         continue;
       }
-      uint32_t cp;
+      uint32_t cp = 0;
       const size_t n = utf8::decode(s, i, cp);
       i += n;
       if (cp == 0x130) {  // the one unconditional multi-character lowercase mapping (Rust's)
@@ -113,7 +113,7 @@ class Strip : public Normalizer {
     size_t b = 0, e = s.size();
     if (left_)
       while (b < e) {
-        uint32_t cp;
+        uint32_t cp = 0;
         const size_t n = utf8::decode(s, b, cp);
         if (!is_whitespace(cp)) break;
         b += n;
@@ -122,7 +122,7 @@ class Strip : public Normalizer {
       while (e > b) {
         size_t k = e - 1;
         while (k > b && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
-        uint32_t cp;
+        uint32_t cp = 0;
         utf8::decode(s, k, cp);
         if (!is_whitespace(cp)) break;
         e = k;
@@ -142,7 +142,7 @@ class StripAccents : public Normalizer {
     std::string out;
     out.reserve(s.size());
     for (size_t i = 0; i < s.size();) {
-      uint32_t cp;
+      uint32_t cp = 0;
       const size_t n = utf8::decode(s, i, cp);
       if (utf8proc_category(utf8proc_int32_t(cp)) != UTF8PROC_CATEGORY_MN) out.append(s, i, n);
       i += n;

@@ -117,7 +117,7 @@ std::function<bool(std::string_view, size_t, size_t&, size_t&)> char_finder(
     std::function<bool(uint32_t)> pred, bool runs) {
   return [pred = std::move(pred), runs](std::string_view s, size_t pos, size_t& ms, size_t& me) {
     for (size_t i = pos; i < s.size();) {
-      uint32_t cp;
+      uint32_t cp = 0;
       size_t n = utf8::decode(s, i, cp);
       if (n == 0) n = 1;
       if (pred(cp)) {
