@@ -100,7 +100,7 @@ TEST_F(ResumeState, DamagedStateFallsBackToThePreviousCheckpoint) {
           j["lineage"] = deep;
         });
       },
-      "step-00000010/state.json: not valid JSON: nested deeper than 256 levels");
+      "): nested deeper than 256 levels (the limit for every JSON file marin reads)");
   // A changed value without a matching checksum: the state is damaged.
   expect_fallback(
       "flipped",

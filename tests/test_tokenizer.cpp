@@ -360,7 +360,8 @@ TEST(Tokenizer, ClearErrors) {
   expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   fs::path wordpiece = temp_dir() / "wordpiece.json";
   write_file(wordpiece, R"({"model": {"type": "WordPiece", "vocab": {}}})");
-  expect_error([&] { Tokenizer::load(wordpiece.string()); }, "model.type: \"WordPiece\" is not supported");
+  expect_error([&] { Tokenizer::load(wordpiece.string()); },
+               "model.type: \"WordPiece\" is not supported");
   // A truncated rank file lacks byte tokens.
   fs::path partial = temp_dir() / "cl100k_partial.tiktoken";  // a known encoding: its pattern
   write_file(partial, "YQ== 0\nYg== 1\n");
@@ -382,7 +383,7 @@ TEST(Tokenizer, ClearErrors) {
   expect_error([] { Tokenizer::train({"abc"}, 100); }, "too small");
   expect_error([] { Tokenizer::train({"abc"}, 300, {}, "([unclosed"); }, "does not compile");
   fs::path badjsonl = temp_dir() / "bad.jsonl";
-  write_file(badjsonl, "{\"text\": \"ok\"}\n{\"txt\": 1}\n");
+  write_file(badjsonl, "{\"text\": \"ok\"}\n[1, 2]\n");
   expect_error([&] { marin::read_documents({badjsonl.string()}); },
                "bad.jsonl:2: expected an object");
 }

@@ -489,24 +489,7 @@ TaskResult score_generation_task(Model<float>& m, const Tokenizer& tok, const Ta
     }
     return out;
   };
-  std::vector<size_t> all(r.effective), clean, contam;
-  for (size_t i = 0; i < r.effective; ++i) all[i] = i;
-  r.all = metrics_of(all);
-  if (o.index) {
-    r.audited = true;
-    for (size_t i = 0; i < r.effective; ++i) {
-      ItemAudit a{t.items[i].doc_id, t.items[i].id,
-                  document_overlap(*o.index, t.items[i].audit_text)};
-      a.contaminated = is_contaminated(a.overlap, o.threshold);
-      (a.contaminated ? contam : clean).push_back(i);
-      if (a.overlap.ngrams == 0) ++r.unchecked;
-      r.items.push_back(std::move(a));
-    }
-    r.n_clean = clean.size();
-    r.n_contaminated = contam.size();
-    r.clean = metrics_of(clean);
-    r.contaminated = metrics_of(contam);
-  }
+  split_metrics_by_audit(t, o, r, metrics_of);
   if (o.log_samples) {
     for (size_t i = 0; i < r.effective; ++i) {
       const TaskItem& it = t.items[i];

@@ -59,6 +59,20 @@ std::string need_string(const json& j, const char* key, const std::string& where
   return j[key].get<std::string>();
 }
 
+// The line's "gold": one index, or a list of them, each into the item's n choices (or contexts).
+std::vector<int> read_gold(const json& j, const std::string& where, size_t n, const char* what) {
+  const json g = j.value("gold", json());
+  const json golds = g.is_array() ? g : json::array({g});
+  std::vector<int> gold;
+  for (const auto& x : golds) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= int64_t(n))
+      fail("{}: \"gold\" {} is not an index into the {} {}", where, x.dump(), n, what);
+    gold.push_back(x.get<int>());
+  }
+  if (gold.empty()) fail("{}: \"gold\" is empty", where);
+  return gold;
+}
+
 void read_multi_input(const json& j, const std::string& where, TaskItem& it) {
   const json& cs = j["contexts"];
   if (!cs.is_array() || cs.empty()) fail("{}: \"contexts\" must be a non-empty list", where);
@@ -82,16 +96,7 @@ void read_multi_input(const json& j, const std::string& where, TaskItem& it) {
   }
   it.continuation = need_string(j, "continuation", where);
   if (it.continuation.empty()) fail("{}: \"continuation\" is empty", where);
-  const json g = j.value("gold", json());
-  const json golds = g.is_array() ? g : json::array({g});
-  for (const auto& x : golds) {
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
-        x.get<int64_t>() >= int64_t(it.contexts.size()))
-      fail("{}: \"gold\" {} is not an index into the {} contexts", where, x.dump(),
-           it.contexts.size());
-    it.gold.push_back(x.get<int>());
-  }
-  if (it.gold.empty()) fail("{}: \"gold\" is empty", where);
+  it.gold = read_gold(j, where, it.contexts.size(), "contexts");
   it.audit_text = j.contains("audit_text") ? need_string(j, "audit_text", where)
                                            : it.contexts[size_t(it.gold[0])];
 }
@@ -200,16 +205,7 @@ TaskItems read_task_items(const std::string& file) {
               where, c.dump());
         it.choices.push_back(c.get<std::string>());
       }
-      const json g = j.value("gold", json());
-      const json golds = g.is_array() ? g : json::array({g});
-      for (const auto& x : golds) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
-            x.get<int64_t>() >= int64_t(it.choices.size()))
-          fail("{}: \"gold\" {} is not an index into the {} choices", where, x.dump(),
-               it.choices.size());
-        it.gold.push_back(x.get<int>());
-      }
-      if (it.gold.empty()) fail("{}: \"gold\" is empty", where);
+      it.gold = read_gold(j, where, it.choices.size(), "choices");
     } else if (t.type == OutputType::GenerateUntil) {
       it.targets = read_generation_targets(j, where);
       it.target = it.targets[0];

@@ -335,6 +335,29 @@ void add_multi_input_requests(const Tokenizer& tok, const TaskItems& t, const Ta
 }
 }  // namespace
 
+void split_metrics_by_audit(
+    const TaskItems& t, const TaskOptions& o, TaskResult& r,
+    const std::function<std::map<std::string, MetricValue>(const std::vector<size_t>&)>&
+        metrics_of) {
+  std::vector<size_t> all(r.effective), clean, contam;
+  for (size_t i = 0; i < r.effective; ++i) all[i] = i;
+  r.all = metrics_of(all);
+  if (!o.index) return;
+  r.audited = true;
+  for (size_t i = 0; i < r.effective; ++i) {
+    ItemAudit a{t.items[i].doc_id, t.items[i].id,
+                document_overlap(*o.index, t.items[i].audit_text)};
+    a.contaminated = is_contaminated(a.overlap, o.threshold);
+    (a.contaminated ? contam : clean).push_back(i);
+    if (a.overlap.ngrams == 0) ++r.unchecked;
+    r.items.push_back(std::move(a));
+  }
+  r.n_clean = clean.size();
+  r.n_contaminated = contam.size();
+  r.clean = metrics_of(clean);
+  r.contaminated = metrics_of(contam);
+}
+
 TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
                       const TaskOptions& o) {
   if (t.type == OutputType::GenerateUntil) return score_generation_task(m, tok, t, o);
@@ -404,24 +427,8 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
     }
   }
 
-  std::vector<size_t> all(r.effective), clean, contam;
-  for (size_t i = 0; i < r.effective; ++i) all[i] = i;
-  r.all = task_metrics(t, s, all, o);
-  if (o.index) {
-    r.audited = true;
-    for (size_t i = 0; i < r.effective; ++i) {
-      ItemAudit a{t.items[i].doc_id, t.items[i].id,
-                  document_overlap(*o.index, t.items[i].audit_text)};
-      a.contaminated = is_contaminated(a.overlap, o.threshold);
-      (a.contaminated ? contam : clean).push_back(i);
-      if (a.overlap.ngrams == 0) ++r.unchecked;
-      r.items.push_back(std::move(a));
-    }
-    r.n_clean = clean.size();
-    r.n_contaminated = contam.size();
-    r.clean = task_metrics(t, s, clean, o);
-    r.contaminated = task_metrics(t, s, contam, o);
-  }
+  split_metrics_by_audit(
+      t, o, r, [&](const std::vector<size_t>& which) { return task_metrics(t, s, which, o); });
   if (o.log_samples) {
     for (size_t i = 0; i < r.effective; ++i) {
       const TaskItem& it = t.items[i];

@@ -25,6 +25,7 @@
 // Under MPI (TaskOptions::group) the forward passes are split over the ranks, with exactly the
 // one-process result.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -131,6 +132,14 @@ struct TaskResult {
   uint64_t cut = 0;  // continuations longer than seq_len (their last seq_len tokens scored)
   double items_per_s() const { return seconds > 0 ? double(effective) / seconds : 0.0; }
 };
+
+// Fills r.all, and with an audit index (o.index) r.items, the clean/contaminated split and their
+// metrics: `metrics_of(items)` computes a task's metrics over a subset of its scored items. The one
+// audit split of every output type (loglikelihood and generation alike).
+void split_metrics_by_audit(
+    const TaskItems& t, const TaskOptions& o, TaskResult& r,
+    const std::function<std::map<std::string, MetricValue>(const std::vector<size_t>&)>&
+        metrics_of);
 
 struct TaskResults {
   std::vector<TaskResult> tasks;
