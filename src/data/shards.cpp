@@ -290,17 +290,17 @@ TokenShard TokenManifest::open(const TokenShardInfo& s, uint64_t expected_hash,
   return sh;
 }
 
+json to_json(const TokenShardInfo& s) {
+  return {{"file", s.file},           {"domain", s.domain}, {"split", s.split},
+          {"documents", s.documents}, {"tokens", s.tokens}, {"bytes", s.bytes}};
+}
+
 json TokenManifest::to_json() const {
   json shards = json::array();
   json domains = json::object();
   uint64_t totals[3] = {0, 0, 0};
   for (const TokenShardInfo& s : this->shards) {
-    shards.push_back({{"file", s.file},
-                      {"domain", s.domain},
-                      {"split", s.split},
-                      {"documents", s.documents},
-                      {"tokens", s.tokens},
-                      {"bytes", s.bytes}});
+    shards.push_back(marin::to_json(s));
     json& d = domains[s.domain][s.split];
     if (d.is_null()) d = {{"shards", 0}, {"documents", 0}, {"tokens", 0}, {"bytes", 0}};
     d["shards"] = d["shards"].get<uint64_t>() + 1;
@@ -398,7 +398,8 @@ void encode_document(const Tokenizer& tok, std::string_view text, std::vector<ui
   out.insert(out.end(), tok.template_prefix().begin(), tok.template_prefix().end());
   tok.encode_into(text, out);
   out.insert(out.end(), suffix.begin(), suffix.end());
-  if (const std::optional<uint32_t> eos = tok.eos(); eos && (suffix.empty() || suffix.back() != *eos))
+  if (const std::optional<uint32_t> eos = tok.eos();
+      eos && (suffix.empty() || suffix.back() != *eos))
     out.push_back(*eos);
 }
 

@@ -102,6 +102,9 @@ struct TokenShardInfo {
   uint64_t bytes = 0;  // UTF-8 bytes of the documents' text (for bits per byte)
 };
 
+// One shard's manifest entry: {"file", "domain", "split", "documents", "tokens", "bytes"}.
+nlohmann::json to_json(const TokenShardInfo& s);
+
 struct TokenManifest {
   static constexpr const char* kFormat = "marin-tokens/1";
   std::string dir;  // the token directory (not stored in the file)

@@ -215,13 +215,7 @@ TokenManifest tokenize_inputs(const Tokenizer& tok, const TokenizeInputsOptions&
       run.flush("valid", run.valid);
       for (const auto& [k, v] : src->skipped()) run.skipped[k] += v;
       json shards = json::array();
-      for (const TokenShardInfo& s : run.shards)
-        shards.push_back({{"file", s.file},
-                          {"domain", s.domain},
-                          {"split", s.split},
-                          {"documents", s.documents},
-                          {"tokens", s.tokens},
-                          {"bytes", s.bytes}});
+      for (const TokenShardInfo& s : run.shards) shards.push_back(marin::to_json(s));
       state = {{"file", want_state},       {"splits", o.splits},
                {"format", p.format->name}, {"xxh64", hex64(src->file_xxh64())},
                {"shards", shards},         {"skipped", run.skipped}};

@@ -504,11 +504,7 @@ TaskResult score_generation_task(Model<float>& m, const Tokenizer& tok, const Ta
       }
       j["filtered_resps"] = fr;
       j["metrics"] = per;
-      if (r.audited) {
-        j["ngrams"] = r.items[i].overlap.ngrams;
-        j["overlap"] = r.items[i].overlap.fraction();
-        j["contaminated"] = r.items[i].contaminated;
-      }
+      add_audit_fields(j, r, i);
       r.samples.push_back(std::move(j));
     }
   }

@@ -253,6 +253,37 @@ int wait_renderer(pid_t pid, int timeout_s) {
     if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
+
+// What one run of the renderer left: its wait status (−1: killed for the time limit) and its
+// stderr, trailing newlines and spaces removed.
+struct RendererExit {
+  int status = 0;
+  std::string message;
+  bool ok() const { return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+// Runs args[0] (the Python interpreter) with args, its stderr into err_file (read back and
+// removed), under wait_renderer's time limit. `who` names the caller in a spawn failure.
+RendererExit run_renderer(std::vector<std::string> args, const std::string& err_file, int timeout_s,
+                          std::string_view who) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) fail("{}: cannot run {}: {}", who, args[0], std::strerror(rc));
+  RendererExit e;
+  e.status = wait_renderer(pid, timeout_s);
+  e.message = fs::exists(err_file) ? read_file(err_file) : "";
+  fs::remove(err_file);
+  while (!e.message.empty() && (e.message.back() == '\n' || e.message.back() == ' '))
+    e.message.pop_back();
+  return e;
+}
 }  // namespace
 
 TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
@@ -282,27 +313,14 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
                            std::to_string(o.memory_mb)});
   if (o.trust_task_code) args.push_back("--trust-task-code");
   if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, o.python.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) fail("{}: cannot run {}: {}", yaml, o.python, std::strerror(rc));
-  const int status = wait_renderer(pid, o.timeout_s);
-  if (status < 0)
+  const RendererExit e = run_renderer(std::move(args), err_file, o.timeout_s, yaml);
+  if (e.status < 0)
     fail("{}: the task renderer did not finish within {} s and was stopped (--task-timeout)", yaml,
          o.timeout_s);
-  std::string msg = fs::exists(err_file) ? read_file(err_file) : "";
-  fs::remove(err_file);
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fail("{}",
-         msg.empty() ? fmt::format("{}: the task renderer failed (status {})", yaml, status) : msg);
-  }
+  if (!e.ok())
+    fail("{}", e.message.empty()
+                   ? fmt::format("{}: the task renderer failed (status {})", yaml, e.status)
+                   : e.message);
   return read_task_items(out);
 }
 
@@ -324,23 +342,10 @@ json task_index(const std::vector<std::string>& dirs) {
   std::vector<std::string> args{o.python, script, "index"};
   args.insert(args.end(), dirs.begin(), dirs.end());
   args.insert(args.end(), {"--out", out});
-  std::vector<char*> argv;
-  for (auto& x : args) argv.push_back(x.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, o.python.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) fail("--task-dir: cannot run {}: {}", o.python, std::strerror(rc));
-  const int status = wait_renderer(pid, o.timeout_s);
-  if (status < 0) fail("--task-dir: indexing did not finish within {} s", o.timeout_s);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::string msg = fs::exists(err_file) ? read_file(err_file) : "";
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-    fail("{}", msg.empty() ? std::string("--task-dir: the task index failed") : msg);
-  }
+  const RendererExit e = run_renderer(std::move(args), err_file, o.timeout_s, "--task-dir");
+  if (e.status < 0) fail("--task-dir: indexing did not finish within {} s", o.timeout_s);
+  if (!e.ok())
+    fail("{}", e.message.empty() ? std::string("--task-dir: the task index failed") : e.message);
   return load_json(out);
 }
 }  // namespace

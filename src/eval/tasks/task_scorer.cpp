@@ -335,6 +335,13 @@ void add_multi_input_requests(const Tokenizer& tok, const TaskItems& t, const Ta
 }
 }  // namespace
 
+void add_audit_fields(nlohmann::json& sample, const TaskResult& r, size_t i) {
+  if (!r.audited) return;
+  sample["ngrams"] = r.items[i].overlap.ngrams;
+  sample["overlap"] = r.items[i].overlap.fraction();
+  sample["contaminated"] = r.items[i].contaminated;
+}
+
 void split_metrics_by_audit(
     const TaskItems& t, const TaskOptions& o, TaskResult& r,
     const std::function<std::map<std::string, MetricValue>(const std::vector<size_t>&)>&
@@ -445,11 +452,7 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
       json per = json::object();
       for (const auto& [k, v] : task_metrics(t, s, {i}, o)) per[k] = v.value;
       j["metrics"] = per;
-      if (r.audited) {
-        j["ngrams"] = r.items[i].overlap.ngrams;
-        j["overlap"] = r.items[i].overlap.fraction();
-        j["contaminated"] = r.items[i].contaminated;
-      }
+      add_audit_fields(j, r, i);
       r.samples.push_back(std::move(j));
     }
   }

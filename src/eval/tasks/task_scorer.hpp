@@ -141,6 +141,10 @@ void split_metrics_by_audit(
     const std::function<std::map<std::string, MetricValue>(const std::vector<size_t>&)>&
         metrics_of);
 
+// A --log-samples line's audit fields for item i (ngrams, overlap, contaminated), when the task
+// was audited.
+void add_audit_fields(nlohmann::json& sample, const TaskResult& r, size_t i);
+
 struct TaskResults {
   std::vector<TaskResult> tasks;
   bool audited = false;
