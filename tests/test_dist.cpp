@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "cli_util.hpp"
+#include "train/run_checkpoint.hpp"
 #include "train/safetensors.hpp"
 
 using marin::testing::final_weights;
@@ -290,6 +292,47 @@ TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
   const auto after = metrics(run_dir);
   ASSERT_EQ(after.size(), 100u);
   for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i]["step"].get<size_t>(), i);
+}
+
+// SIGTERM to mpirun itself, as `kill` or a scheduler sends it to the job. Open MPI's mpirun does
+// not forward it: it sends every rank SIGCONT, then SIGTERM odls_base_sigkill_timeout seconds
+// later, then SIGKILL as long again (1 s by default, too short for a step and a checkpoint). With
+// a timeout longer than a step plus a checkpoint, every rank gets the SIGTERM, the ranks agree on
+// the step to stop at, save the checkpoint together and exit 0, and the resume loses nothing.
+TEST(DataParallel, SigtermToMpirunSavesACheckpointAndResumeLosesNothing) {
+  TempDir tmp("dp-term");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args =
+      "train --preset tiny --batch 8 --steps 120 --seed 5 --rows " + tmp.str("rows.bin");
+  auto r = mpirun(2, args + " --out " + tmp.str("straight"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string run_dir = tmp.str("term"), log = tmp.str("log");
+  std::string cmd = mpirun_command(2) + " " + args + " --out " + run_dir + " > " + log + " 2>&1";
+  cmd.insert(std::string(MARIN_MPIEXEC).size(), " --mca odls_base_sigkill_timeout 2");
+  pid_t job = fork();
+  if (job == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 1200 && metrics(run_dir).size() < 6; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(job, SIGTERM);
+  int status = 0;
+  waitpid(job, &status, 0);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 30.0);
+  const std::string out = marin::read_file(log);
+  ASSERT_NE(out.find("stopped by signal 15: saved " + run_dir + "/checkpoints/step-"),
+            std::string::npos)
+      << out;
+  auto ckpt = marin::latest_checkpoint(run_dir);
+  ASSERT_TRUE(ckpt.has_value()) << out;
+  EXPECT_LT(marin::read_run_state(*ckpt).step, 120) << "the signal came too late to test anything";
+  r = mpirun(2, "train --resume " + run_dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("straight")) == final_weights(run_dir));
+  EXPECT_EQ(metrics(run_dir).size(), 120u);
 }
 
 TEST(DataParallel, AnErrorEndsEveryRankWithItsMessage) {
