@@ -456,3 +456,47 @@ TEST(TokenizeIn, AKilledRunContinuesFromItsFinishedFiles) {
   EXPECT_EQ(again.st_ino, first.st_ino);  // not rewritten
   EXPECT_TRUE(fs::exists(t.str("o/d/train-00001-0000.tok")));
 }
+
+// Under mpirun the ranks share the input files (largest first, each to the least loaded rank),
+// and rank 0 writes the one manifest: the same shards and manifest, byte for byte, as one process
+// makes. A later one-process run continues from the ranks' finished files without redoing them.
+TEST(TokenizeIn, RanksShareTheFilesAndWriteTheManifestOneProcessWrites) {
+  Fixture f;
+  const TempDir& t = f.t;
+  fs::create_directories(t.str("in"));
+  const char* domains[] = {"fortunes", "dict_devil", "bible_kjv", "code_python"};
+  for (const char* d : domains)
+    fs::copy_file(kFixture + "/" + d + "/train-00000.jsonl",
+                  t.str(std::string("in/") + d + ".jsonl"));
+  const std::string args = " tokenize --tokenizer " + f.tok + " --in " + t.str("in") +
+                           " --domain d --valid-fraction 0.1 --threads 1 --out ";
+  auto r = run(args.substr(1) + t.str("one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int np : {2, 3}) {
+    const std::string out = t.str(fmt::format("np{}", np));
+    r = marin::testing::run_shell(marin::testing::mpirun_command(np) + args + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    std::string want = marin::read_file(t.str("one/manifest.json"));
+    std::string got = marin::read_file(out + "/manifest.json");
+    // The manifest names its own directory; the rest is the same.
+    size_t at;
+    while ((at = want.find(t.str("one"))) != std::string::npos)
+      want.replace(at, t.str("one").size(), out);
+    EXPECT_EQ(got, want) << np;
+    for (const auto& s : marin::TokenManifest::load(out).shards)
+      EXPECT_EQ(marin::read_file(out + "/" + s.file), marin::read_file(t.str("one/" + s.file)))
+          << np << " " << s.file;
+  }
+  struct stat first {};
+  ASSERT_EQ(::stat(t.str("np2/d/train-00000-0000.tok").c_str(), &first), 0);
+  r = run(args.substr(1) + t.str("np2"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  struct stat again {};
+  ASSERT_EQ(::stat(t.str("np2/d/train-00000-0000.tok").c_str(), &again), 0);
+  EXPECT_EQ(again.st_ino, first.st_ino);  // finished by a rank, not redone
+  // The formats the rank split does not cover are refused under mpirun, not written twice.
+  r = marin::testing::run_shell(marin::testing::mpirun_command(2) + " tokenize --tokenizer " +
+                                f.tok + " --corpus " + kFixture + " --out " + t.str("corpus"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("tokenize --corpus: runs in one process"), std::string::npos) << r.out;
+}

@@ -13,6 +13,7 @@
 #include "data/sources/token_import.hpp"
 #include "data/sources/tokenize_inputs.hpp"
 #include "data/tokenizer/tokenizer.hpp"
+#include "dist/comm.hpp"
 
 namespace {
 
@@ -59,6 +60,12 @@ int run(const Options& o) {
     marin::fail(
         "--domain, --domain-from, --format and --valid-fraction apply to --in; --corpus reads "
         "its domains and splits from its layout");
+  marin::dist::Comm& world = marin::dist::world();
+  if (world.size() > 1 && (o.inputs.empty() || marin::data::is_token_format(o.format)))
+    marin::fail(
+        "tokenize {}: runs in one process; under mpirun only --in with text, JSONL or "
+        "Parquet files is split over the ranks",
+        o.inputs.empty() ? "--corpus" : "--format " + o.format);
   const auto t0 = std::chrono::steady_clock::now();
   marin::Tokenizer tok = marin::Tokenizer::load(o.vocab);
   if (marin::data::is_token_format(o.format)) return run_token_import(o, tok);
@@ -83,8 +90,11 @@ int run(const Options& o) {
     opts.source.id_field = o.id_field;
     opts.source.max_doc_bytes = o.max_doc_bytes;
     opts.threads = o.threads;
+    opts.progress = world.is_root();
+    opts.group = &world;
     if (o.split != "both") opts.splits = {o.split};
     m = marin::data::tokenize_inputs(tok, opts);
+    if (!world.is_root()) return 0;
   }
   uint64_t docs = 0, tokens = 0, bytes = 0;
   for (const auto& s : m.shards) docs += s.documents, tokens += s.tokens, bytes += s.bytes;

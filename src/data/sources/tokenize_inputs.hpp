@@ -10,6 +10,10 @@
 #include "data/shards.hpp"
 #include "data/sources/document_source.hpp"
 
+namespace marin::dist {
+class Comm;
+}
+
 namespace marin::data {
 
 struct TokenizeInputsOptions {
@@ -24,11 +28,16 @@ struct TokenizeInputsOptions {
   int threads = 2;
   bool progress = true;
   uint64_t shard_tokens = uint64_t(1) << 24;  // a token shard is cut after this many tokens
+  // Under mpirun: the ranks share the input files (balanced by size), each writes the shards and
+  // state of its files, and rank 0 writes the one manifest. Null: this process does everything.
+  dist::Comm* group = nullptr;
 };
 
 // Writes <out>/<domain>/<split>-FFFFF-PPPP.tok (file F of the inputs, piece P) and
 // <out>/manifest.json. Each finished input file leaves <out>/.tokenize/FFFFF.json, so a run that
-// was killed continues from the files it finished when run again with the same inputs.
+// was killed continues from the files it finished when run again with the same inputs (at any rank
+// count). Under a group, every rank must call it with the same options; the output directory must
+// be one that every rank sees (a shared file system).
 TokenManifest tokenize_inputs(const Tokenizer& tok, const TokenizeInputsOptions& o);
 
 }  // namespace marin::data
