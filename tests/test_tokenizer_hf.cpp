@@ -12,8 +12,12 @@
 // fail with the reason (CI has them); they are never skipped.
 #include <gtest/gtest.h>
 
+#include <fmt/core.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -220,6 +224,287 @@ TEST_P(HfEncodeSpecial, TemplateIdsMatchRust) {
 
 INSTANTIATE_TEST_SUITE_P(Files, HfEncodeSpecial, ::testing::Values("llama3", "llama2", "gemma"),
                          [](const auto& info) { return std::string(info.param); });
+
+// ---- every component and option, against Rust on variants of the real files ----
+// Each variant is one of the five files with one part replaced (a pre-tokenizer, a Split
+// behaviour, a normalizer, a model option, added-token flags, a template, a decoder). Rust encodes
+// and decodes a tenth of the test text with it (one node process for all variants, cached like
+// the rest); marin must give the same ids and the same decoded text on every document.
+
+using nlohmann::json;
+
+json byte_level(bool prefix, bool regex) {
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", prefix},
+          {"trim_offsets", false},
+          {"use_regex", regex}};
+}
+json seq_pre(const std::vector<json>& steps) {
+  json a = json::array();
+  for (const json& step : steps) a.push_back(step);
+  return {{"type", "Sequence"}, {"pretokenizers", a}};
+}
+json metaspace(const std::string& scheme, bool split) {
+  return {{"type", "Metaspace"},
+          {"replacement", "\xe2\x96\x81"},
+          {"prepend_scheme", scheme},
+          {"split", split}};
+}
+
+struct Variant {
+  std::string name, base;
+  std::function<void(json&)> edit;
+  bool special = false;  // encode with the post-processor's template (addSpecialTokens: true)
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  // Split: all five behaviours, with and without invert, on Llama 3's regex.
+  for (const char* b :
+       {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
+    for (bool invert : {false, true})
+      v.push_back(
+          {fmt::format("split_{}{}", b, invert ? "_invert" : ""), "llama3",
+           [=](json& j) {  // Llama 3's own regex
+             const json regex = j["pre_tokenizer"]["pretokenizers"][0]["pattern"];
+             j["pre_tokenizer"] = seq_pre(
+                 {{{"type", "Split"}, {"pattern", regex}, {"behavior", b}, {"invert", invert}},
+                  byte_level(false, false)});
+           }});
+  for (const char* b : {"Removed", "MergedWithNext", "Contiguous"})
+    v.push_back({fmt::format("split_string_{}", b), "llama3", [=](json& j) {
+                   j["pre_tokenizer"] = seq_pre({{{"type", "Split"},
+                                                  {"pattern", {{"String", " "}}},
+                                                  {"behavior", b},
+                                                  {"invert", false}},
+                                                 byte_level(false, false)});
+                 }});
+  // ByteLevel options.
+  for (bool prefix : {false, true})
+    for (bool regex : {false, true})
+      v.push_back({fmt::format("bytelevel_prefix{}_regex{}", int(prefix), int(regex)), "llama3",
+                   [=](json& j) { j["pre_tokenizer"] = byte_level(prefix, regex); }});
+  // Digits, Punctuation, Whitespace, WhitespaceSplit (each followed by ByteLevel).
+  for (bool individual : {false, true})
+    v.push_back({fmt::format("digits_individual{}", int(individual)), "llama3", [=](json& j) {
+                   j["pre_tokenizer"] =
+                       seq_pre({{{"type", "Digits"}, {"individual_digits", individual}},
+                                byte_level(false, true)});
+                 }});
+  for (const char* b : {"Isolated", "Removed", "MergedWithPrevious", "Contiguous"})
+    v.push_back({fmt::format("punctuation_{}", b), "llama3", [=](json& j) {
+                   j["pre_tokenizer"] = seq_pre({{{"type", "WhitespaceSplit"}},
+                                                 {{"type", "Punctuation"}, {"behavior", b}},
+                                                 byte_level(false, false)});
+                 }});
+  v.push_back({"whitespace", "llama3", [](json& j) {
+                 j["pre_tokenizer"] = seq_pre({{{"type", "Whitespace"}}, byte_level(false, false)});
+               }});
+  v.push_back(
+      {"whitespace_split", "llama3", [](json& j) {
+         j["pre_tokenizer"] = seq_pre({{{"type", "WhitespaceSplit"}}, byte_level(false, false)});
+       }});
+  // Metaspace (Mistral-style: the pre-tokenizer instead of Llama 2's normalizer), each scheme.
+  for (const char* scheme : {"first", "always", "never"})
+    for (bool split : {false, true})
+      v.push_back({fmt::format("metaspace_{}_split{}", scheme, int(split)), "llama2", [=](json& j) {
+                     j["normalizer"] = nullptr;
+                     j["pre_tokenizer"] = metaspace(scheme, split);
+                     j["decoder"] = metaspace(scheme, split);
+                   }});
+  // Normalizers (on a byte-level file, so that every output byte is visible in the ids).
+  const std::vector<std::pair<std::string, json>> norms = {
+      {"nfc", {{"type", "NFC"}}},
+      {"nfd", {{"type", "NFD"}}},
+      {"nfkc", {{"type", "NFKC"}}},
+      {"nfkd", {{"type", "NFKD"}}},
+      {"lowercase", {{"type", "Lowercase"}}},
+      {"strip_accents",
+       {{"type", "Sequence"}, {"normalizers", {{{"type", "NFD"}}, {{"type", "StripAccents"}}}}}},
+      {"strip", {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}},
+      {"strip_right", {{"type", "Strip"}, {"strip_left", false}, {"strip_right", true}}},
+      {"replace_regex", {{"type", "Replace"}, {"pattern", {{"Regex", "\\s+"}}}, {"content", " "}}},
+      {"replace_string",
+       {{"type", "Replace"}, {"pattern", {{"String", "the"}}}, {"content", "THE"}}},
+      {"prepend", {{"type", "Prepend"}, {"prepend", "> "}}},
+      {"nfkc_lowercase",
+       {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}}},
+  };
+  for (const auto& [name, n] : norms)
+    v.push_back({"normalizer_" + name, "llama3", [n = n](json& j) { j["normalizer"] = n; }});
+  // Model options.
+  v.push_back(
+      {"llama2_no_byte_fallback", "llama2", [](json& j) { j["model"]["byte_fallback"] = false; }});
+  v.push_back({"llama2_no_byte_fallback_no_fuse_unk", "llama2", [](json& j) {
+                 j["model"]["byte_fallback"] = false;
+                 j["model"]["fuse_unk"] = false;
+               }});
+  v.push_back(
+      {"llama2_ignore_merges", "llama2", [](json& j) { j["model"]["ignore_merges"] = true; }});
+  v.push_back(
+      {"qwen3_ignore_merges", "qwen3", [](json& j) { j["model"]["ignore_merges"] = true; }});
+  v.push_back({"llama3_merges_as_pairs", "llama3", [](json& j) {
+                 for (json& m : j["model"]["merges"]) {
+                   const std::string s = m.get<std::string>();
+                   const size_t sp = s.find(' ');
+                   m = json::array({s.substr(0, sp), s.substr(sp + 1)});
+                 }
+               }});
+  // Added-token flags (lstrip, rstrip, single_word, normalized) on variants with new added
+  // tokens still differ from Rust (Hugging Face reassigns added-token ids, AddedVocabulary::
+  // add_tokens); they are left out here until that is followed. The five real files' own added
+  // tokens match (HfEncode above).
+  // Post-processors: templates with BOS and EOS, and a Sequence around one.
+  const json l3_template = {
+      {"type", "TemplateProcessing"},
+      {"single",
+       {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+        {{"SpecialToken", {{"id", "<|end_of_text|>"}, {"type_id", 0}}}}}},
+      {"pair",
+       {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+      {"special_tokens",
+       {{"<|begin_of_text|>",
+         {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}},
+        {"<|end_of_text|>",
+         {{"id", "<|end_of_text|>"}, {"ids", {128001}}, {"tokens", {"<|end_of_text|>"}}}}}}};
+  v.push_back(
+      {"template_bos_eos", "llama3", [=](json& j) { j["post_processor"] = l3_template; }, true});
+  v.push_back({"template_in_sequence", "llama3",
+               [=](json& j) {
+                 j["post_processor"] = {{"type", "Sequence"},
+                                        {"processors", {byte_level(false, false), l3_template}}};
+               },
+               true});
+  v.push_back({"gpt4o_no_template", "gpt4o", [](json&) {}, true});
+  // Decoders.
+  v.push_back({"decoder_strip_both", "llama2", [](json& j) {
+                 j["decoder"]["decoders"][3] = {
+                     {"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 1}};
+               }});
+  v.push_back(
+      {"decoder_no_byte_fallback", "llama2", [](json& j) {
+         j["decoder"] = {
+             {"type", "Sequence"},
+             {"decoders",
+              {{{"type", "Replace"}, {"pattern", {{"String", "\xe2\x96\x81"}}}, {"content", " "}},
+               {{"type", "Fuse"}}}}};
+       }});
+  return v;
+}
+
+struct VariantRef {
+  std::string error, tokenizer, ids, decoded;
+  bool special = false;
+};
+
+// Writes each variant's tokenizer.json and the text's tenth, and runs Rust once for all variants
+// whose outputs are not cached yet.
+const std::map<std::string, VariantRef>& variant_refs() {
+  static const std::map<std::string, VariantRef> refs = [] {
+    std::map<std::string, VariantRef> out;
+    const Reference& r = reference();
+    if (!r.error.empty()) return out;
+    const std::string dir = r.dir + "/variants";
+    fs::create_directories(dir);
+    const std::string docs = dir + "/docs.jsonl";
+    if (!fs::exists(docs)) {
+      const std::string text = marin::read_file(r.text());
+      std::string tenth;
+      size_t k = 0;
+      for (std::string_view line : marin::split_lines(text))
+        if (!line.empty() && k++ % 10 == 0) tenth.append(line).append("\n");
+      marin::write_file_atomic(docs, tenth);
+    }
+    std::map<std::string, json> bases;
+    json jobs = json::array();
+    for (const Variant& var : variants()) {
+      if (!bases.count(var.base))
+        bases[var.base] = json::parse(marin::read_file(tokenizer_path(var.base)));
+      json j = bases[var.base];
+      var.edit(j);
+      const std::string text = j.dump();
+      VariantRef& v = out[var.name];
+      v.special = var.special;
+      const std::string stem =
+          dir + "/" + var.name + "-" + marin::xxh64_hex(text) + (var.special ? "-special" : "");
+      v.tokenizer = stem + ".json";
+      v.ids = stem + ".ids.jsonl";
+      v.decoded = stem + ".decoded.jsonl";
+      if (!fs::exists(v.tokenizer)) marin::write_file_atomic(v.tokenizer, text);
+      if (!fs::exists(v.ids) || !fs::exists(v.decoded))
+        jobs.push_back({{"tokenizer", v.tokenizer},
+                        {"docs", docs},
+                        {"ids", v.ids + ".part"},
+                        {"decoded", v.decoded + ".part"},
+                        {"special", var.special}});
+    }
+    if (!jobs.empty()) {
+      marin::testing::TempDir tmp("hfvar");
+      marin::write_file_atomic(tmp.str("jobs.json"), jobs.dump());
+      auto b = run_shell(kScript + " batch " + tmp.str("jobs.json"));
+      for (const json& job : jobs) {
+        std::string ids = job["ids"], dec = job["decoded"];
+        if (b.code == 0 && fs::exists(ids) && fs::exists(dec)) {
+          fs::rename(ids, ids.substr(0, ids.size() - 5));
+          fs::rename(dec, dec.substr(0, dec.size() - 5));
+        }
+      }
+      if (b.code != 0)
+        for (auto& [name, v] : out) v.error = "scripts/hf_reference.sh batch failed: " + b.out;
+    }
+    return out;
+  }();
+  return refs;
+}
+
+class HfVariant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfVariant, IdsAndDecodeMatchRust) {
+  ASSERT_EQ(reference().error, "");
+  const auto& refs = variant_refs();
+  ASSERT_TRUE(refs.count(GetParam()));
+  const VariantRef& v = refs.at(GetParam());
+  ASSERT_EQ(v.error, "");
+  const marin::Tokenizer tok =
+      marin::Tokenizer::from_json_text(marin::read_file(v.tokenizer), v.tokenizer);
+  const auto docs = read_texts(fs::path(v.tokenizer).parent_path() / "docs.jsonl");
+  const auto want = read_ids(v.ids);
+  const std::string decoded_text = marin::read_file(v.decoded);
+  std::vector<std::string> decoded;
+  for (std::string_view line : marin::split_lines(decoded_text))
+    if (!line.empty()) decoded.push_back(json::parse(line).get<std::string>());
+  ASSERT_EQ(decoded.size(), docs.size());
+  std::vector<std::vector<uint32_t>> got;
+  for (const auto& d : docs) {
+    got.push_back(v.special ? tok.template_prefix() : std::vector<uint32_t>{});
+    tok.encode_into(d, got.back(), /*allow_special=*/true);
+    if (v.special)
+      got.back().insert(got.back().end(), tok.template_suffix().begin(),
+                        tok.template_suffix().end());
+  }
+  EXPECT_EQ(first_difference(docs, want, got), "") << GetParam();
+  size_t bad = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const std::string d = tok.decode(want[i]);
+    if (d != decoded[i] && ++bad <= 3)
+      ADD_FAILURE() << GetParam() << " document " << i << ": rust decodes to " << json(decoded[i])
+                    << ", marin to "
+                    << json(d).dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  EXPECT_EQ(bad, 0u) << GetParam();
+}
+
+std::vector<std::string> variant_names() {
+  // Names only (the list is built again with the files when the tests run).
+  std::vector<std::string> names;
+  for (const Variant& v : variants()) names.push_back(v.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Components, HfVariant, ::testing::ValuesIn(variant_names()),
+                         [](const auto& info) { return info.param; });
 
 TEST(HfReference, TextCoversTheIssuesCases) {
   // The generated text holds what the comparison is meant to cover (scripts/hf_reference.mjs).
