@@ -399,6 +399,23 @@ struct VariantRef {
   bool special = false;
 };
 
+// The variants' cache directory: keyed by the text and scripts (r.dir) and by this file, which
+// defines the variants.
+std::string variants_dir() {
+  return reference().dir + "/variants-" +
+         marin::xxh64_hex(
+             marin::read_file(std::string(MARIN_SOURCE_DIR) + "/tests/test_tokenizer_hf.cpp"));
+}
+
+VariantRef variant_paths(const std::string& dir, const Variant& var) {
+  VariantRef v;
+  v.special = var.special;
+  v.tokenizer = dir + "/" + var.name + ".json";
+  v.ids = dir + "/" + var.name + ".ids.jsonl";
+  v.decoded = dir + "/" + var.name + ".decoded.jsonl";
+  return v;
+}
+
 // Writes each variant's tokenizer.json and the text's tenth, and runs Rust once for all variants
 // whose outputs are not cached yet.
 const std::map<std::string, VariantRef>& variant_refs() {
@@ -406,7 +423,7 @@ const std::map<std::string, VariantRef>& variant_refs() {
     std::map<std::string, VariantRef> out;
     const Reference& r = reference();
     if (!r.error.empty()) return out;
-    const std::string dir = r.dir + "/variants";
+    const std::string dir = variants_dir();
     fs::create_directories(dir);
     const std::string docs = dir + "/docs.jsonl";
     if (!fs::exists(docs)) {
@@ -426,12 +443,7 @@ const std::map<std::string, VariantRef>& variant_refs() {
       var.edit(j);
       const std::string text = j.dump();
       VariantRef& v = out[var.name];
-      v.special = var.special;
-      const std::string stem =
-          dir + "/" + var.name + "-" + marin::xxh64_hex(text) + (var.special ? "-special" : "");
-      v.tokenizer = stem + ".json";
-      v.ids = stem + ".ids.jsonl";
-      v.decoded = stem + ".decoded.jsonl";
+      v = variant_paths(dir, var);
       if (!fs::exists(v.tokenizer)) marin::write_file_atomic(v.tokenizer, text);
       if (!fs::exists(v.ids) || !fs::exists(v.decoded))
         jobs.push_back({{"tokenizer", v.tokenizer},
@@ -463,9 +475,17 @@ class HfVariant : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfVariant, IdsAndDecodeMatchRust) {
   ASSERT_EQ(reference().error, "");
-  const auto& refs = variant_refs();
-  ASSERT_TRUE(refs.count(GetParam()));
-  const VariantRef& v = refs.at(GetParam());
+  // Cached: this variant's files alone (ctest runs each test in its own process); else all
+  // variants are written and Rust runs once for them.
+  VariantRef v;
+  for (const Variant& var : variants())
+    if (var.name == GetParam()) v = variant_paths(variants_dir(), var);
+  ASSERT_NE(v.tokenizer, "") << "no variant " << GetParam();
+  if (!fs::exists(v.tokenizer) || !fs::exists(v.ids) || !fs::exists(v.decoded)) {
+    const auto& refs = variant_refs();
+    ASSERT_TRUE(refs.count(GetParam()));
+    v = refs.at(GetParam());
+  }
   ASSERT_EQ(v.error, "");
   const marin::Tokenizer tok =
       marin::Tokenizer::from_json_text(marin::read_file(v.tokenizer), v.tokenizer);
