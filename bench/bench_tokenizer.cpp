@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/fileio.hpp"
+
 #include "data/tokenizer/documents.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 
@@ -111,5 +113,59 @@ void BM_Train(benchmark::State& state) {
   state.counters["MB/s"] = benchmark::Counter(double(bytes) / 1e6, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Train)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+// ---- the five real tokenizer.json files (scripts/hf_reference.sh) on the reference test text ----
+// Same text and same method as `scripts/hf_reference.sh bench NAME DOCS` (Rust, one thread), so
+// the two MB/s figures compare directly (docs/benchmarks.md). Needs node/npm (fetch, text).
+
+std::string shell_line(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    if (pclose(p) != 0) return "";
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+const std::vector<std::string>* hf_docs() {
+  static const std::vector<std::string>* d = []() -> const std::vector<std::string>* {
+    const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/hf_reference.sh";
+    const std::string file = (fs::temp_directory_path() / "marin-bench-hf-text.jsonl").string();
+    if (shell_line(script + " fetch >&2 && " + script + " text " + file + " && echo ok") != "ok")
+      return nullptr;
+    return new std::vector<std::string>(marin::read_documents({file}));
+  }();
+  return d;
+}
+
+void BM_EncodeHf(benchmark::State& state, const char* name) {
+  const auto* d = hf_docs();
+  const std::string path =
+      shell_line(std::string(MARIN_SOURCE_DIR) + "/scripts/hf_reference.sh path " + name);
+  if (!d || path.empty() || !fs::exists(path)) {
+    state.SkipWithError("scripts/hf_reference.sh fetch/text failed (node and npm are needed)");
+    return;
+  }
+  const marin::Tokenizer tok = marin::Tokenizer::load(path);
+  size_t bytes = 0;
+  std::vector<uint32_t> ids;
+  for (const auto& doc : *d) tok.encode_into(doc, ids, true);  // warm-up, as the Rust side
+  for (auto _ : state) {
+    for (const auto& doc : *d) {
+      ids.clear();
+      tok.encode_into(doc, ids, /*allow_special=*/true);  // as Hugging Face's encode
+      bytes += doc.size();
+    }
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.counters["MB/s"] = benchmark::Counter(double(bytes) / 1e6, benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_EncodeHf, llama3, "llama3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EncodeHf, llama2, "llama2")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EncodeHf, gemma, "gemma")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EncodeHf, qwen3, "qwen3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EncodeHf, gpt4o, "gpt4o")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -1,5 +1,7 @@
 // node hf_reference.mjs text FIXTURE_DIR OUT.jsonl
 // node hf_reference.mjs encode CACHE TOKENIZER.json DOCS.jsonl OUT.jsonl [--special]
+// node hf_reference.mjs decode CACHE TOKENIZER.json IDS.jsonl OUT.jsonl
+// node hf_reference.mjs batch CACHE JOBS.json
 // node hf_reference.mjs bench CACHE TOKENIZER.json DOCS.jsonl
 // (see hf_reference.sh)
 import fs from "node:fs";
@@ -45,6 +47,11 @@ function makeText(fixture, out) {
     "don't", "I'LL", "we're", "it'S", "tab\tsep", "a\r\nb", "\u2028\u2029", "\u3000ideographic",
     "def f(x):\n    return x ** 2\n", "for (int i = 0; i < n; ++i) {\n\tsum += a[i];\n}",
     "SELECT * FROM t WHERE a <> b;", "<div class=\"x\">&amp;</div>", "~/.config/marin.toml",
+    // more NFKC-sensitive forms: squared and roman-numeral compatibility characters, ellipsis,
+    // fractions, superscript letters, the Kelvin and Ohm signs, a precomposed Hangul syllable
+    "㍿ ㎏ ㌔", "Ⅻ ⅷ", "…", "½ ¾", "ᵃᵇᶜ ™", "\u212a \u2126", "한",
+    // whitespace runs long enough for the BPE's long-piece path (> 256 bytes)
+    " ".repeat(300), "\n".repeat(270), "\t ".repeat(140),
   ];
   const spaces = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n ", "    \n", "\u00a0", ""];
   let bytes = docs.reduce((n, t) => n + Buffer.byteLength(t), 0);
@@ -86,6 +93,34 @@ async function encode(cache, file, docsFile, out, special) {
   fs.writeFileSync(out, lines.join("\n") + "\n");
 }
 
+// Rust's decode (special tokens kept) of each line's ids: the normalized text the decoder gives.
+async function decode(cache, file, idsFile, out) {
+  const tok = loadTokenizer(cache, file);
+  const ids = fs.readFileSync(idsFile, "utf8").split("\n").filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l));
+  const lines = [];
+  for (const x of ids) lines.push(JSON.stringify(await tok.decode(x, false)));
+  fs.writeFileSync(out, lines.join("\n") + "\n");
+}
+
+// Several tokenizers in one process (node and the binding start once): JOBS.json is an array of
+// {"tokenizer": FILE, "docs": DOCS.jsonl, "ids": OUT.jsonl, "decoded": OUT.jsonl, "special": bool};
+// each job writes its ids (as encode) and Rust's decode of them (as decode).
+async function batch(cache, jobsFile) {
+  for (const job of JSON.parse(fs.readFileSync(jobsFile, "utf8"))) {
+    const tok = loadTokenizer(cache, job.tokenizer);
+    const ids = [];
+    for (const d of readDocs(job.docs)) {
+      const e = await tok.encode(d, null, { addSpecialTokens: job.special });
+      ids.push(Array.from(e.getIds()));
+    }
+    const decoded = [];
+    for (const x of ids) decoded.push(JSON.stringify(await tok.decode(x, false)));
+    fs.writeFileSync(job.decoded, decoded.join("\n") + "\n");
+    fs.writeFileSync(job.ids, ids.map((x) => JSON.stringify(x)).join("\n") + "\n");
+  }
+}
+
 async function bench(cache, file, docsFile) {
   const tok = loadTokenizer(cache, file);
   const docs = readDocs(docsFile);
@@ -102,5 +137,7 @@ async function bench(cache, file, docsFile) {
 
 if (cmd === "text") makeText(args[0], args[1]);
 else if (cmd === "encode") await encode(args[0], args[1], args[2], args[3], args[4] === "--special");
+else if (cmd === "decode") await decode(args[0], args[1], args[2], args[3]);
+else if (cmd === "batch") await batch(args[0], args[1]);
 else if (cmd === "bench") await bench(args[0], args[1], args[2]);
 else { console.error("see hf_reference.sh"); process.exit(2); }

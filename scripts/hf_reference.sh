@@ -14,6 +14,13 @@
 #   scripts/hf_reference.sh encode NAME DOCS.jsonl OUT.jsonl [--special]
 #       One JSON array of ids per {"text": ...} line of DOCS.jsonl (addSpecialTokens false, or
 #       true with --special).
+#   scripts/hf_reference.sh decode NAME IDS.jsonl OUT.jsonl
+#       One JSON string per line of IDS.jsonl (a JSON array of ids): Rust's decode of it, special
+#       tokens kept (the normalized text that decode(encode(x)) must give).
+#   scripts/hf_reference.sh batch JOBS.json
+#       encode and decode for several tokenizer.json files (any path) in one node process: JOBS.json
+#       is [{"tokenizer": FILE, "docs": DOCS.jsonl, "ids": OUT, "decoded": OUT, "special": bool}]
+#       (tests/test_tokenizer_hf.cpp's variants of the five files).
 #   scripts/hf_reference.sh bench NAME DOCS.jsonl
 #       Prints the median MB/s of single-threaded encode over DOCS.jsonl (5 runs).
 set -euo pipefail
@@ -48,6 +55,17 @@ case "${1:-}" in
     file=$(json_of "$2")
     NODE_PATH="$cache/node_modules" node "$here/hf_reference.mjs" encode "$cache" "$file" "$3" "$4" "${5:-}"
     ;;
+  decode)
+    [[ $# -eq 4 ]] || { echo "usage: $0 decode NAME IDS.jsonl OUT.jsonl" >&2; exit 2; }
+    fetch
+    file=$(json_of "$2")
+    NODE_PATH="$cache/node_modules" node "$here/hf_reference.mjs" decode "$cache" "$file" "$3" "$4"
+    ;;
+  batch)
+    [[ $# -eq 2 ]] || { echo "usage: $0 batch JOBS.json" >&2; exit 2; }
+    fetch
+    NODE_PATH="$cache/node_modules" node "$here/hf_reference.mjs" batch "$cache" "$2"
+    ;;
   bench)
     [[ $# -eq 3 ]] || { echo "usage: $0 bench NAME DOCS.jsonl" >&2; exit 2; }
     fetch
@@ -55,7 +73,7 @@ case "${1:-}" in
     RAYON_NUM_THREADS=1 NODE_PATH="$cache/node_modules" node "$here/hf_reference.mjs" bench "$cache" "$file" "$3"
     ;;
   *)
-    sed -n '2,21p' "$0" >&2
+    sed -n '2,28p' "$0" >&2
     exit 2
     ;;
 esac

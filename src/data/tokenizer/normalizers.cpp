@@ -144,7 +144,10 @@ class StripAccents : public Normalizer {
     for (size_t i = 0; i < s.size();) {
       uint32_t cp = 0;
       const size_t n = utf8::decode(s, i, cp);
-      if (utf8proc_category(utf8proc_int32_t(cp)) != UTF8PROC_CATEGORY_MN) out.append(s, i, n);
+      // Rust's is_combining_mark: General_Category Mark (Mn, Mc and Me, not Mn alone).
+      const auto c = utf8proc_category(utf8proc_int32_t(cp));
+      if (c != UTF8PROC_CATEGORY_MN && c != UTF8PROC_CATEGORY_MC && c != UTF8PROC_CATEGORY_ME)
+        out.append(s, i, n);
       i += n;
     }
     s.swap(out);

@@ -324,8 +324,14 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const std::stri
         char_finder(is_punctuation, false),
         parse_behavior(j.value("behavior", json("Isolated")), path + ".behavior"), false);
   if (type == "Whitespace")
-    return std::make_unique<Split>(regex_finder(std::make_shared<SplitRegex>(R"(\w+|[^\w\s]+)")),
-                                   Behavior::Removed, true);
+    // `\w+|[^\w\s]+` with Rust regex's \w and \s (Alphabetic, marks, decimal digits,
+    // connector punctuation, joiners; White_Space): PCRE2's own \w lacks marks and Other_Alphabetic
+    // (Devanagari vowel signs, circled letters), its \s has U+180E.
+    return std::make_unique<Split>(
+        regex_finder(std::make_shared<SplitRegex>(
+            R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+)"
+            R"(|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\p{White_Space}]+)")),
+        Behavior::Removed, true);
   if (type == "WhitespaceSplit")
     return std::make_unique<Split>(char_finder(is_whitespace, false), Behavior::Removed, false);
   unsupported(path + ".type", j["type"]);
