@@ -109,8 +109,8 @@ TEST(Bounds, ATokenizerEncodeOfOneHugeWordIsRefusedPastTheWordLimit) {
   static_assert((size_t(100) << 20) > marin::kMaxWordBytes);
   std::ofstream(tmp.str("word.txt"), std::ios::binary) << std::string(bytes, 'a');
   const auto start = std::chrono::steady_clock::now();
-  const auto r = run("tokenizer encode --tokenizer " + tmp.str("tok.json") + " --in " +
-                     tmp.str("word.txt") + " > /dev/null");
+  const auto r =
+      run("tokenizer encode --tokenizer " + tmp.str("tok.json") + " --in " + tmp.str("word.txt"));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.code, 1) << r.out;
@@ -141,8 +141,9 @@ TEST(Bounds, ATokenizerJsonOfDeeplyNestedSequencesIsRefusedByTheNestingLimit) {
   const auto r =
       run("tokenizer encode --tokenizer " + tmp.str("nested.json") + " --in " + tmp.str("in.txt"));
   EXPECT_EQ(r.code, 1) << r.out.substr(0, 2000);
+  EXPECT_TRUE(has(r.out, tmp.str("nested.json") + "': not valid JSON")) << r.out.substr(0, 2000);
   EXPECT_TRUE(
-      has(r.out, tmp.str("nested.json") + ": not valid JSON: nested deeper than 256 levels"))
+      has(r.out, "nested deeper than 256 levels (the limit for every JSON file marin reads)"))
       << r.out.substr(0, 2000);
 }
 
