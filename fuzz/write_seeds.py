@@ -3,7 +3,9 @@
 inputs per parser; libFuzzer mutates from these). Run from the repository root with the
 inputs a real run produced: `fuzz/write_seeds.py RUN_CKPT_DIR TOKENIZER_JSON`, where
 RUN_CKPT_DIR is a checkpoint of `marin train --preset tiny` (its config.json, state.json) and
-TOKENIZER_JSON a small `marin tokenizer train` output. Re-running it rewrites the seeds."""
+TOKENIZER_JSON a small `marin tokenizer train` output; the run's own metrics.jsonl and run.json
+(RUN_CKPT_DIR/../..) seed fuzz_report_run, and scripts/render_tasks.py (Debian's python3-jinja2,
+python3-yaml) renders fuzz_task_items' seeds. Re-running it rewrites the seeds."""
 import base64, json, os, struct, sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -212,3 +214,70 @@ put("fuzz_sources_jsonl", "gzip_two_members", b"\x00" + gzip.compress(lines) + g
 zst = subprocess.run(["zstd", "-c", "-q"], input=lines, capture_output=True, check=True).stdout
 put("fuzz_sources_jsonl", "zstd_two_frames", b"\x01" + zst + zst)
 put("fuzz_sources_jsonl", "zstd_truncated", b"\x02" + zst[: len(zst) // 2])
+
+# marin report's view of a run (fuzz_report_run): byte 0 even = metrics.jsonl, odd = run.json,
+# both from the run whose checkpoint RUN_CKPT_DIR is (RUN/checkpoints/step-N).
+run_dir = os.path.dirname(os.path.dirname(os.path.abspath(ckpt)))
+metrics = open(os.path.join(run_dir, "metrics.jsonl")).read().splitlines()[:3]
+put("fuzz_report_run", "metrics", b"\0" + ("\n".join(metrics) + "\n").encode())
+put("fuzz_report_run", "metrics_partial_last",
+    b"\0" + ("\n".join(metrics[:2]) + "\n" + metrics[2][: len(metrics[2]) // 2]).encode())
+put("fuzz_report_run", "metrics_eval_bad_line",
+    b"\2" + b'{"step": 1, "loss": 2.5, "valid_ce": 3.0}\n{"step": 2, "loss"\n'
+    b'{"step": 3, "eval": {"domains": {"d": {"ce": 3.1}}}, "forecast": {"predicted": 2.9}}\n')
+rj = json.load(open(os.path.join(run_dir, "run.json")))
+rj["options"]["data"]["path"] = "rows.bin"  # the run's own temporary directory is of no use
+put("fuzz_report_run", "run_json", b"\1" + json.dumps(rj, indent=1).encode())
+rj["options"]["model"]["kv_heads_local"] = 3
+put("fuzz_report_run", "run_json_bad_config", b"\3" + json.dumps(rj).encode())
+put("fuzz_report_run", "run_json_wrong_types",
+    b"\1" + json.dumps({"world_size": "two", "lineage": [1], "options": {"batch": [4]}}).encode())
+
+# Rendered tasks (fuzz_task_items): what scripts/render_tasks.py writes for a small harness task
+# (multiple_choice with a few-shot example, and the same as generate_until), and hand-made lines
+# for the multi-input form and refusals.
+task_yaml = """task: hand_mc
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: docs.jsonl
+    train: shots.jsonl
+test_split: test
+training_split: train
+output_type: multiple_choice
+num_fewshot: 1
+description: "Answer the question.\\n\\n"
+doc_to_text: "Question: {{question}}\\nAnswer:"
+doc_to_choice: "{{options}}"
+doc_to_target: "{{answer}}"
+metadata:
+  version: 3.0
+"""
+gen_yaml = (task_yaml.replace("hand_mc", "hand_gen").replace("multiple_choice", "generate_until")
+            .replace('doc_to_choice: "{{options}}"\n', "").replace("{{answer}}", "{{options[0]}}"))
+with tempfile.TemporaryDirectory() as tmp:
+    with open(os.path.join(tmp, "docs.jsonl"), "w") as f:
+        f.write('{"question": "Who created the heaven?", "options": ["God", "Moses"], "answer": 0}\n'
+                '{"question": "What was upon the face of the deep?", "options": ["light", "darkness", '
+                '"water"], "answer": "darkness"}\n')
+    with open(os.path.join(tmp, "shots.jsonl"), "w") as f:
+        f.write('{"question": "Who spake unto Moses?", "options": ["the LORD", "Aaron"], "answer": 0}\n')
+    for name, text in [("multiple_choice", task_yaml), ("generate_until", gen_yaml)]:
+        with open(os.path.join(tmp, name + ".yaml"), "w") as f:
+            f.write(text)
+        out = os.path.join(tmp, name + ".jsonl")
+        subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(root), "..", "scripts", "render_tasks.py"),
+                        os.path.join(tmp, name + ".yaml"), "--out", out], check=True)
+        lines = open(out).read().splitlines()
+        header = json.loads(lines[0])
+        header["source"] = name + ".yaml"  # not the temporary directory
+        put("fuzz_task_items", name, "\n".join([json.dumps(header)] + lines[1:]) + "\n")
+put("fuzz_task_items", "multi_input",
+    '{"format": "marin-tasks/1", "task": "w", "output_type": "multiple_choice", "metrics": ["acc"]}\n'
+    '{"doc_id": 0, "contexts": ["The cup fell, so it", "The cup held, so it"], "choices": ["a", "b"], '
+    '"continuation": "broke.", "gold": 0}\n'
+    '{"doc_id": 1, "contexts": ["x", "y"], "continuation": "z", "gold": [1]}\n')
+put("fuzz_task_items", "refusals",
+    '{"format": "marin-tasks/2", "task": "t", "output_type": "loglikelihood", "num_fewshot": "2"}\n'
+    '{"doc_id": -1, "context": "c", "target": ""}\n'
+    '{"doc_id": 0, "context": "c", "choices": [""], "gold": 3}\n')

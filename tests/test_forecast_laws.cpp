@@ -470,6 +470,39 @@ TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
   ASSERT_EQ(r.code, 0) << r.out;
 }
 
+TEST(Degenerate, CurvesWhoseComputeCannotBeFittedAreRefusedNotForecastAsNull) {
+  // The hostile probe of issue 37: curves whose compute is all equal, zero, negative or 1e308
+  // gave exit 0 and a forecast.json with "final_loss": null. Now `marin forecast` exits 1 naming
+  // the law and why it cannot be fitted, and writes no forecast.
+  TempDir dir("forecast-degenerate");
+  const double ct = tiny_target_compute();
+  const std::vector<double> cps = {ct / 64 / 20, ct / 32 / 20, ct / 16 / 20};
+  const struct {
+    const char* name;
+    std::function<double(size_t, int)> compute;  // of rung i at step k (1 … 20)
+  } cases[] = {
+      {"equal", [&](size_t, int) { return ct; }},
+      {"zero", [](size_t, int) { return 0.0; }},
+      {"negative", [&](size_t i, int k) { return -cps[i] * k; }},
+      {"huge", [](size_t, int) { return 1e308; }},
+  };
+  for (const auto& c : cases) {
+    json lj = synthetic_ladder(
+        dir, cps, 1, [&](double C, size_t, int) { return 1.5 + std::pow(C / ct, -0.25); });
+    for (size_t i = 0; i < cps.size(); ++i)
+      for (int k = 1; k <= 20; ++k) lj["rungs"][i]["curve"][k - 1]["compute"] = c.compute(i, k);
+    marin::write_file_atomic(dir.str("ladder.json"), lj.dump(2));
+    const std::string out = dir.str(std::string(c.name) + ".json");
+    const auto r = run("forecast --ladder " + dir.str() +
+                       " --preset tiny --target-steps 20 --l-inf 1 --out " + out);
+    EXPECT_EQ(r.code, 1) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find("forecast: the law"), std::string::npos) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find("cannot be fitted on the ladder's complete curves: "), std::string::npos)
+        << c.name << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.name;
+  }
+}
+
 // --- token budgets and the chinchilla law -------------------------------------------------------
 
 TEST(Budgets, EachBudgetIsARunWithItsOwnSchedule) {

@@ -4,9 +4,11 @@
 // their tests beside their modules (test_formats, test_write_errors, test_report).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <tuple>
 
@@ -16,6 +18,7 @@
 #include "core/fileio.hpp"
 #include "core/limits.hpp"
 #include "data/mixture.hpp"
+#include "data/tokenizer/tokenizer.hpp"
 #include "scaling/ladder.hpp"
 #include "train/safetensors.hpp"
 
@@ -73,6 +76,75 @@ TEST(Bounds, ALadderOfTooManyRunsIsRefusedBeforeBuildingRungs) {
                   "big.toml [ladder]: 1200 runs (rungs × token budgets × seeds), more than "
                   "the limit of 1000"))
       << err;
+}
+
+// A ladder.json written or edited by hand is not bounded by the ladder file's check: `marin
+// forecast` refuses one of more runs than a ladder may have before fitting anything.
+TEST(Bounds, AForecastOfTooManyRunsIsRefused) {
+  TempDir tmp("forecast-runs");
+  std::string rungs;
+  for (size_t i = 0; i <= marin::kMaxLadderRuns; ++i)
+    rungs += fmt::format("{}{{\"name\": \"r{}\", \"status\": \"done\"}}", i ? "," : "", i);
+  marin::write_file_atomic(
+      tmp.str("ladder.json"),
+      R"({"format": "marin-ladder-v1", "ladder": {"tokens_per_param": 2}, "rungs": [)" + rungs +
+          "]}");
+  const auto r = run("forecast --ladder " + tmp.str() + " --preset tiny --target-steps 20 --out " +
+                     tmp.str("f.json"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, tmp.str("ladder.json") +
+                             ": 1001 runs in \"rungs\", more than the limit of 1000 for one "
+                             "ladder (kMaxLadderRuns)"))
+      << r.out;
+  EXPECT_FALSE(fs::exists(tmp.str("f.json")));
+}
+
+// `tokenizer encode` of one 100 MB word once took 2 GB and more than 120 s; a pre-tokenized piece
+// longer than kMaxWordBytes is refused, after one pass over the text.
+TEST(Bounds, ATokenizerEncodeOfOneHugeWordIsRefusedPastTheWordLimit) {
+  TempDir tmp("huge-word");
+  marin::Tokenizer::train({"the cat sat on the mat", "a dog and a cat"}, 262)
+      .save_json(tmp.str("tok.json"));
+  const size_t bytes = size_t(100) << 20;
+  static_assert((size_t(100) << 20) > marin::kMaxWordBytes);
+  std::ofstream(tmp.str("word.txt"), std::ios::binary) << std::string(bytes, 'a');
+  const auto start = std::chrono::steady_clock::now();
+  const auto r =
+      run("tokenizer encode --tokenizer " + tmp.str("tok.json") + " --in " + tmp.str("word.txt"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out,
+                  "a pre-tokenized piece of 104857600 bytes is longer than the limit of 16 "
+                  "MiB (kMaxWordBytes"))
+      << r.out;
+  EXPECT_LT(seconds, 30) << "the refusal should come after one pass over the text";
+}
+
+// A tokenizer.json of 100,000 nested `Sequence` pre-tokenizers once overflowed the stack of the
+// recursive pipeline reader; the JSON policy's nesting limit refuses it while parsing.
+TEST(Bounds, ATokenizerJsonOfDeeplyNestedSequencesIsRefusedByTheNestingLimit) {
+  TempDir tmp("nested-sequence");
+  marin::Tokenizer::train({"the cat sat on the mat", "a dog and a cat"}, 262)
+      .save_json(tmp.str("tok.json"));
+  std::string text = marin::read_file(tmp.str("tok.json"));
+  const size_t at = text.find("\"pre_tokenizer\":");
+  ASSERT_NE(at, std::string::npos) << text.substr(0, 400);
+  std::string nested;
+  const int depth = 100000;
+  for (int i = 0; i < depth; ++i) nested += R"({"type": "Sequence", "pretokenizers": [)";
+  nested += R"({"type": "Whitespace"})";
+  for (int i = 0; i < depth; ++i) nested += "]}";
+  text.insert(at + std::strlen("\"pre_tokenizer\":"), nested + ", \"unused\":");
+  marin::write_file_atomic(tmp.str("nested.json"), text);
+  marin::write_file_atomic(tmp.str("in.txt"), "the cat\n");
+  const auto r =
+      run("tokenizer encode --tokenizer " + tmp.str("nested.json") + " --in " + tmp.str("in.txt"));
+  EXPECT_EQ(r.code, 1) << r.out.substr(0, 2000);
+  EXPECT_TRUE(has(r.out, tmp.str("nested.json") + "': not valid JSON")) << r.out.substr(0, 2000);
+  EXPECT_TRUE(
+      has(r.out, "nested deeper than 256 levels (the limit for every JSON file marin reads)"))
+      << r.out.substr(0, 2000);
 }
 
 TEST(SilentAcceptance, ABf16ExportOfAWeightBeyondBf16sRangeIsRefusedOrSaturated) {

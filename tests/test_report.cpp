@@ -12,6 +12,7 @@
 
 #include "cli_util.hpp"
 #include "core/fileio.hpp"
+#include "model/config.hpp"
 #include "report/report.hpp"
 
 using namespace marin;
@@ -242,5 +243,44 @@ TEST(Report, EmbeddedDataCannotBreakThePageAndWrongTypesAreNamed) {
         std::string(e.what()).find("/run.json: field \"world_size\" must be a number, not string"),
         std::string::npos)
         << e.what();
+  }
+}
+
+// A run.json whose model config fails the validation `marin train` applies (ModelConfig::validate)
+// is refused naming the file and the field, as a checkpoint's config.json is; a valid one is read.
+TEST(Report, RunJsonModelConfigIsValidatedAsTrainValidatesIt) {
+  TempDir dir("report-config");
+  const std::string run = dir.str("run");
+  fs::create_directories(run);
+  report::ReportOptions o;
+  o.measure_peak = false;
+  auto run_json = [&](const std::string& key, nlohmann::json value) {
+    nlohmann::json model = ModelConfig::preset("tiny").to_json();
+    if (!key.empty()) model[key] = value;
+    write_file_atomic(run + "/run.json",
+                      nlohmann::json{{"options", {{"model", model}, {"batch", 4}}}}.dump());
+  };
+  run_json("", nullptr);
+  const nlohmann::json data = nlohmann::json::parse(report::report_data({run}, o));
+  EXPECT_EQ(data["runs"][0]["model"]["layers"], ModelConfig::preset("tiny").num_layers);
+  const struct {
+    const char* key;
+    nlohmann::json value;
+    const char* error;
+  } cases[] = {
+      {"num_layers", 1000000000, "config field num_layers = 1000000000 is out of range [1, 4096]"},
+      {"capacity_factor", 0.0, "config field capacity_factor = 0 is out of range (0, 1024]"},
+      {"kv_heads_local", 3, "kv_heads_local (3) must divide num_heads"},
+  };
+  for (const auto& c : cases) {
+    run_json(c.key, c.value);
+    try {
+      report::report_data({run}, o);
+      ADD_FAILURE() << "a run.json with " << c.key << " = " << c.value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(run + "/run.json: options.model: " + c.error),
+                std::string::npos)
+          << e.what();
+    }
   }
 }

@@ -73,5 +73,8 @@ inline constexpr int kMaxThreads = 1024;                 // compute threads of a
 inline constexpr size_t kMaxSafetensorsEntries = 250'000;  // tensors in one header
 inline constexpr size_t kMaxMixtureSources = 10'000;       // domains/sources of one mixture
 inline constexpr size_t kMaxLadderRuns = 1'000;  // runs of one ladder (rungs × budgets × seeds)
+// The longest pre-tokenized piece (a "word") the tokenizer's BPE accepts: BPE of a piece costs
+// about 40 bytes of memory per byte, and chunking a piece could change its ids.
+inline constexpr size_t kMaxWordBytes = size_t(16) << 20;
 
 }  // namespace marin

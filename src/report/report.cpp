@@ -188,6 +188,12 @@ json run_data(const std::string& run, const ReportOptions& o) {
   if (opts.contains("model")) {
     const std::string where = run + "/run.json: options";
     const ModelConfig c = ModelConfig::from_json(opts["model"], run + "/run.json");
+    // The validation train applies: the accounting below assumes a model that could run.
+    try {
+      c.validate();
+    } catch (const Error& e) {
+      fail("{}/run.json: options.model: {}", run, e.what());
+    }
     layers = c.num_layers;
     const int64_t batch = json_value(opts, "batch", int64_t(1), where);
     const json optimizer = json_value(opts, "optimizer", json::object(), where);

@@ -967,6 +967,12 @@ json read_ladder_json(const std::string& dir) {
   const json j = load_json(file);
   if (!j.is_object() || j.value("format", json()) != "marin-ladder-v1")
     fail("{}: not a marin ladder.json", file);
+  // A forecast fits every run at every fraction and refits them for each holdout, so the count
+  // is bounded here too, not only when a ladder file is read: a ladder.json written by hand (or
+  // edited) lists at most the runs one ladder may have.
+  if (j.contains("rungs") && j["rungs"].is_array() && j["rungs"].size() > kMaxLadderRuns)
+    fail("{}: {} runs in \"rungs\", more than the limit of {} for one ladder (kMaxLadderRuns)",
+         file, j["rungs"].size(), kMaxLadderRuns);
   return j;
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/limits.hpp"  // kMaxWordBytes
 #include "data/tokenizer/pipeline.hpp"
 #include "data/tokenizer/split_regex.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -127,10 +128,6 @@ struct AddedToken {
   bool special = true, lstrip = false, rstrip = false, single_word = false;
   bool normalized = false;  // matched in the normalized text instead of the raw text
 };
-
-// The longest pre-tokenized piece the BPE model accepts (docs/reliability.md): BPE of a piece
-// costs about 40 bytes of memory per byte, and chunking a piece could change its ids.
-constexpr size_t kMaxWordBytes = size_t(16) << 20;
 
 struct Tokenizer::Impl {
   // What defines the tokenizer (and its hash).

@@ -157,7 +157,7 @@ TaskItems read_task_items(const std::string& file) {
       if (t.type == OutputType::GenerateUntil)
         t.generation = std::make_shared<GenerationConfig>(read_generation_fields(j, where));
       t.version = j.value("version", json());
-      t.num_fewshot = j.value("num_fewshot", 0);
+      t.num_fewshot = json_value(j, "num_fewshot", 0, where);
       if (j.contains("target_delimiter"))
         t.target_delimiter = need_string(j, "target_delimiter", where);
       const auto& allowed = metrics_of(t.type);
