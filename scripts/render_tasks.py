@@ -960,6 +960,33 @@ class Task:
         return out
 
 
+def group_config(cfg, path):
+    """A group file's keys as the C++ side aggregates them (the harness's GroupConfig): its member
+    names (`task:` strings; an inline task dict is kept for the C++ side to refuse by name),
+    `group_alias`, `aggregate_metric_list` (AggMetricConfig's defaults filled in: aggregation
+    "mean", weight_by_size false, filter_list ["none"]) or null, and metadata.version."""
+    aml = cfg.get("aggregate_metric_list")
+    if isinstance(aml, dict):
+        aml = [aml]
+    if aml is not None:
+        if not isinstance(aml, list):
+            aml = [aml]  # the C++ side refuses a non-dict entry, naming it
+        out = []
+        for m in aml:
+            if isinstance(m, dict):
+                m = dict(m)
+                m.setdefault("aggregation", "mean")
+                m.setdefault("weight_by_size", False)
+                fl = m.get("filter_list", "none")
+                m["filter_list"] = [fl] if isinstance(fl, str) else fl
+            out.append(config_for_json(m))
+        aml = out
+    meta = cfg.get("metadata")
+    return {"file": path, "task": config_for_json(cfg.get("task")),
+            "group_alias": cfg.get("group_alias"), "aggregate_metric_list": aml,
+            "version": meta.get("version") if isinstance(meta, dict) else None}
+
+
 def index_main(argv):
     """`render_tasks.py index DIR... --out FILE`: the harness's TaskManager index of every YAML
     below the directories (as --include_path): {"tasks": {task: file}, "tags": {tag: [file]},
@@ -969,7 +996,7 @@ def index_main(argv):
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    tasks, tags, groups, skipped, duplicates = {}, {}, {}, {}, {}
+    tasks, tags, groups, skipped, duplicates, group_configs = {}, {}, {}, {}, {}, {}
     for root in a.dirs:
         if not os.path.isdir(root):
             raise TaskError(f"--task-dir {root}: not a directory")
@@ -989,6 +1016,7 @@ def index_main(argv):
                     g = cfg["group"]
                     if isinstance(g, str):
                         groups.setdefault(g, path)
+                        group_configs.setdefault(g, group_config(cfg, path))
                     continue
                 if not isinstance(t, str):
                     continue  # a file only included by others (e.g. _default_template_yaml)
@@ -1001,7 +1029,8 @@ def index_main(argv):
                         tags.setdefault(name, []).append(path)
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump({"tasks": tasks, "tags": tags, "groups": groups, "skipped": skipped,
-                   "duplicates": duplicates}, f)
+                   "duplicates": duplicates, "group_configs": group_configs}, f,
+                  default=str)
     return 0
 
 

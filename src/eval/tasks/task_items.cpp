@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -350,9 +351,95 @@ json task_index(const std::vector<std::string>& dirs) {
 }
 }  // namespace
 
+namespace {
+
+// The index's resolution of names, groups expanded as the harness's TaskManager does.
+struct NameResolver {
+  const json& ix;
+  const std::vector<std::string>& task_dirs;
+  std::vector<std::string>& files;
+  std::vector<TaskGroup>& groups;
+  std::set<std::string> open;  // the groups being expanded (a cycle is refused)
+
+  void add_file(const std::string& f) {
+    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+  }
+  std::string task_name_of(const std::string& file) const {
+    for (const auto& [t, f] : ix["tasks"].items())
+      if (f == file) return t;
+    return file;
+  }
+  bool is_group(const std::string& s) const {
+    return std::any_of(groups.begin(), groups.end(),
+                       [&](const TaskGroup& g) { return g.name == s; });
+  }
+  // The member names `s` stands for: itself (a task or group) or a tag's tasks.
+  std::vector<std::string> resolve(const std::string& s, const std::string& where) {
+    if (ix["duplicates"].contains(s))
+      fail("{}'{}' is defined by several files: {}", where, s,
+           fmt::format("{}", fmt::join(ix["duplicates"][s].get<std::vector<std::string>>(), ", ")));
+    if (ix["tasks"].contains(s)) {
+      add_file(ix["tasks"][s].get<std::string>());
+      return {s};
+    }
+    if (ix["tags"].contains(s)) {
+      std::vector<std::string> names;
+      for (const auto& f : ix["tags"][s]) {
+        add_file(f.get<std::string>());
+        names.push_back(task_name_of(f.get<std::string>()));
+      }
+      return names;
+    }
+    if (ix["groups"].contains(s)) {
+      expand_group(s);
+      return {s};
+    }
+    std::string skipped;
+    for (const auto& [f, why] : ix["skipped"].items())
+      skipped += fmt::format("; {}", why.get<std::string>());
+    fail("{}no task, tag or group '{}' in the YAML files below {}{}", where, s,
+         fmt::format("{}", fmt::join(task_dirs, ", ")),
+         skipped.empty() ? "" : " (files that could not be read" + skipped + ")");
+  }
+  void expand_group(const std::string& name) {
+    if (is_group(name)) return;  // already expanded (a member of two groups)
+    const json& cfg = ix["group_configs"][name];
+    const std::string file = cfg.value("file", std::string());
+    MARIN_CHECK(!open.count(name), "{}: group '{}' contains itself (through its `task:` list)",
+                file, name);
+    open.insert(name);
+    TaskGroup g = group_from_config(name, cfg);
+    const json& members = cfg["task"];
+    for (size_t i = 0; i < members.size(); ++i) {
+      const json& m = members[i];
+      MARIN_CHECK(m.is_string(),
+                  "{}: group '{}': task[{}] = {}: an inline task config is not supported; give "
+                  "it its own YAML with a `task:` name and list that name",
+                  file, name, i, m.dump());
+      for (const std::string& n : resolve(
+               m.get<std::string>(), fmt::format("{}: group '{}': task[{}]: ", file, name, i))) {
+        if (std::find(g.members.begin(), g.members.end(), n) != g.members.end()) continue;
+        g.members.push_back(n);
+        auto sub = std::find_if(groups.begin(), groups.end(),
+                                [&](const TaskGroup& x) { return x.name == n; });
+        if (sub == groups.end())
+          g.leaves.push_back(n);
+        else
+          g.leaves.insert(g.leaves.end(), sub->leaves.begin(), sub->leaves.end());
+      }
+    }
+    open.erase(name);
+    groups.push_back(std::move(g));  // after its subgroups: members before their groups
+  }
+};
+
+}  // namespace
+
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
-                                            const std::vector<std::string>& task_dirs) {
+                                            const std::vector<std::string>& task_dirs,
+                                            std::vector<TaskGroup>* groups) {
   std::vector<std::string> out;
+  std::vector<TaskGroup> found;
   std::optional<json> index;
   for (const std::string& s : specs) {
     const std::string ext = fs::path(s).extension().string();
@@ -366,26 +453,9 @@ std::vector<std::string> resolve_task_files(const std::vector<std::string>& spec
                 "files, e.g. marin tasks build's) or a path to its .yaml",
                 s);
     if (!index) index = task_index(task_dirs);
-    const json& ix = *index;
-    if (ix["duplicates"].contains(s))
-      fail("--tasks: '{}' is defined by several files: {}", s,
-           fmt::format("{}", fmt::join(ix["duplicates"][s].get<std::vector<std::string>>(), ", ")));
-    if (ix["tasks"].contains(s)) {
-      out.push_back(ix["tasks"][s].get<std::string>());
-    } else if (ix["tags"].contains(s)) {
-      for (const auto& f : ix["tags"][s]) out.push_back(f.get<std::string>());
-    } else if (ix["groups"].contains(s)) {
-      fail("--tasks: '{}' is a group ({}): groups are not scored yet; name its tasks", s,
-           ix["groups"][s].get<std::string>());
-    } else {
-      std::string skipped;
-      for (const auto& [f, why] : ix["skipped"].items())
-        skipped += fmt::format("; {}", why.get<std::string>());
-      fail("--tasks: no task, tag or group '{}' in the YAML files below {}{}", s,
-           fmt::format("{}", fmt::join(task_dirs, ", ")),
-           skipped.empty() ? "" : " (files that could not be read" + skipped + ")");
-    }
+    NameResolver{*index, task_dirs, out, found, {}}.resolve(s, "--tasks: ");
   }
+  if (groups) *groups = std::move(found);
   return out;
 }
 

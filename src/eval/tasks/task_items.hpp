@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "eval/tasks/task_groups.hpp"
+
 namespace marin::eval {
 
 enum class OutputType { MultipleChoice, Loglikelihood, LoglikelihoodRolling, GenerateUntil };
@@ -97,11 +99,14 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& opts);
 // `--tasks a,b|FILE.yaml|FILE.jsonl`: a path ending in .yaml/.yml is a harness task, .jsonl a
 // rendered one, anything else a name looked up in the index of every YAML below the task
 // directories (the harness's TaskManager with --include_path: a `task:` name is its file, a
-// `tag:` name every file that carries it, in path order). A group name is refused (groups are
-// not scored yet), as are a name the index lacks (listing the directories and the files the index
-// could not read) and a task name that two files define.
+// `tag:` name every file that carries it, in path order, a `group:` name the tasks of its `task:`
+// list, recursively: task, tag and group names). Each file once, in first-named order. `groups`
+// (when given) receives the groups named, members before their groups. Refused: a name the index
+// lacks (listing the directories and the files the index could not read), a task name that two
+// files define, an inline task config in a group's list, a group that contains itself.
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
-                                            const std::vector<std::string>& task_dirs);
+                                            const std::vector<std::string>& task_dirs,
+                                            std::vector<TaskGroup>* groups = nullptr);
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
                                             const std::string& task_dir);
 // A file from resolve_task_files: rendered JSONL read as is, YAML rendered first.

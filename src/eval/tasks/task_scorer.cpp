@@ -627,6 +627,7 @@ json TaskResults::to_json(const json& run_config) const {
             {"marin", {{"format", "marin-tasks-results/1"}, {"tasks", marin}}}};
   if (audited) j["marin"]["audit"] = audit;
   if (any_samples) j["samples"] = samples;
+  add_group_results(j, groups);
   return j;
 }
 
@@ -682,6 +683,21 @@ std::string TaskResults::table() const {
     s += fmt::format("{}: version {}, {}-shot, items {} (xxh64 {}), {:.1f} items/s\n", t.task,
                      t.version.is_null() ? "-" : t.version.dump(), t.num_fewshot, t.effective,
                      t.items_hash, t.items_per_s());
+  if (!groups.empty()) {  // the groups' aggregates, as the results JSON has them
+    const json j = to_json();
+    for (const TaskGroup& g : groups) {
+      const json& r = j["results"][g.name];
+      if (!g.aggregates) continue;
+      for (const auto& [k, v] : r.items()) {
+        if (k.find(',') == std::string::npos || k.find("_stderr,") != std::string::npos) continue;
+        const json& e = r[metric_name(k) + "_stderr," + filter_name(k)];
+        s += fmt::format("group {}: {} {:.4f} ± {} over {} items of {} tasks\n", g.name, k,
+                         v.get<double>(),
+                         e.is_number() ? fmt::format("{:.4f}", e.get<double>()) : e.dump(),
+                         r.value("sample_len", 0.0), g.leaves.size());
+      }
+    }
+  }
   for (const TaskResult& t : tasks)
     if (t.cut)
       s += fmt::format(
