@@ -249,14 +249,35 @@ TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
   // An include cycle ends with a clear error.
   write(d.str("cycle.yaml"), "include: cycle.yaml\ntask: c\n");
   expect_clear(render(d.str("cycle.yaml")), "cycle.yaml", "include: nested more than 16 deep");
-  // repeats: 1 is the default and accepted; process_results is refused by name.
+  // repeats: 1 is the default and accepted; process_results needs --trust-task-code (what it
+  // does: tests/test_task_process_results.cpp).
   write(d.str("rep.yaml"), "include: top.yaml\nrepeats: 1\nprocess_results: !function utils.pr\n");
   o = render(d.str("rep.yaml"));
-  EXPECT_NE(o.error.find("process_results: !function utils.pr: a Python function is not "
-                         "supported for process_results"),
+  EXPECT_NE(o.error.find("process_results: !function utils.pr runs the task's own Python"),
             std::string::npos)
       << o.error;
   EXPECT_EQ(o.error.find("repeats: "), std::string::npos) << o.error;  // accepted
+}
+
+// Every refusal of a file is in one message (not one per run), each naming the key and value.
+TEST(HarnessYaml, EveryRefusalOfAFileInOneMessage) {
+  TempDir d("hrefusals");
+  write_docs(d);
+  write(d.str("bad.yaml"),
+        task_yaml("{{question}}",
+                  "use_prompt: x\nfewshot_config:\n  sampler: balanced\nrepeats: 2\n"
+                  "target_delimiter: 3\nmetric_list:\n  - metric: f1\n"
+                  "metadata: [1]\nvalidation_split: nosplit\n"));
+  const Outcome o = render(d.str("bad.yaml"));
+  for (const char* want :
+       {"key 'use_prompt' is not supported", "validation_split: split 'nosplit' is not in",
+        "target_delimiter: expected a string, got 3",
+        "fewshot_config: only sampler: default or first_n is supported, got {'sampler': "
+        "'balanced'}",
+        "metric_list[0]: metric 'f1' is not supported for output_type multiple_choice",
+        "repeats: 2: only 1 (the default) is supported for multiple_choice",
+        "metadata: expected a mapping"})
+    expect_clear(o, "bad.yaml", want);
 }
 
 // --task-dir indexes every YAML below it by task, tag and group names (the harness's TaskManager

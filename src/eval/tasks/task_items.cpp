@@ -162,9 +162,10 @@ TaskItems read_task_items(const std::string& file) {
       if (j.contains("target_delimiter"))
         t.target_delimiter = need_string(j, "target_delimiter", where);
       const auto& allowed = metrics_of(t.type);
+      const bool own = j.contains("process_results");  // the task's Python names its metrics
       for (const auto& m : j.value("metrics", json::array())) {
         const std::string name = m.is_string() ? m.get<std::string>() : "";
-        if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+        if (own ? name.empty() : std::find(allowed.begin(), allowed.end(), name) == allowed.end())
           fail("{}: metric {} is not supported for {} (supported: {})", where, m.dump(), ot,
                fmt::format("{}", fmt::join(allowed, ", ")));
         t.metrics.push_back(name);
@@ -322,7 +323,44 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
     fail("{}", e.message.empty()
                    ? fmt::format("{}: the task renderer failed (status {})", yaml, e.status)
                    : e.message);
-  return read_task_items(out);
+  TaskItems t = read_task_items(out);
+  if (t.header.contains("process_results")) {
+    auto opts = std::make_shared<RenderOptions>(o);
+    opts->script = script;
+    t.task_code = std::move(opts);
+  }
+  return t;
+}
+
+json run_task_results(const TaskItems& t, const json& request) {
+  MARIN_CHECK(t.task_code,
+              "{}: {}: process_results needs the task's YAML (give the .yaml, not the "
+              "rendered .jsonl)",
+              t.file, t.name);
+  const RenderOptions& o = *t.task_code;
+  const std::string yaml = t.header.value("source", std::string());
+  const fs::path dir = fs::temp_directory_path() / fmt::format("marin-task-results-{}", getpid());
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  const std::string in = (dir / "in.json").string(), out = (dir / "out.json").string();
+  write_file_atomic(in, request.dump());
+  std::vector<std::string> args{o.python, o.script, "results", yaml, "--in", in, "--out", out};
+  if (o.trust_task_code) args.push_back("--trust-task-code");
+  if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
+  const RendererExit e =
+      run_renderer(std::move(args), (dir / "stderr").string(), o.timeout_s, yaml);
+  if (e.status < 0)
+    fail("{}: process_results did not finish within {} s and was stopped (--task-timeout)", yaml,
+         o.timeout_s);
+  if (!e.ok())
+    fail("{}", e.message.empty() ? fmt::format("{}: process_results failed", yaml) : e.message);
+  return load_json(out);
 }
 
 namespace {

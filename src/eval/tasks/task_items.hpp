@@ -46,6 +46,7 @@ struct TaskItem {
 };
 
 struct GenerationConfig;
+struct RenderOptions;
 
 struct TaskItems {
   std::string name;
@@ -60,6 +61,9 @@ struct TaskItems {
   std::shared_ptr<const GenerationConfig> generation;
   bool multi_input = false;  // multiple_choice items carry contexts + continuation
   std::vector<TaskItem> items;
+  // A task with its own process_results (header "process_results"): the options it was rendered
+  // with, to run the task's Python again on the model's results (run_task_results).
+  std::shared_ptr<const RenderOptions> task_code;
 
   // xxh64 (hex) of the first n items as they are scored (context, choices, gold, target), one
   // canonical JSON line each: two runs with the same hash scored the same prompts.
@@ -95,6 +99,11 @@ std::string render_script_path();
 // Renders a harness YAML task with the renderer and reads the result. marin::Error carrying the
 // renderer's message (which names the YAML key, template or file:line at fault).
 TaskItems load_task(const std::string& yaml, const RenderOptions& opts);
+
+// The task's own process_results and metric_list aggregations (render_tasks.py results) on
+// `request` ({"items": [{"doc_id", "doc", "results"}]}): {"per_item": [{metric: value}],
+// "values": {metric: aggregate}}. marin::Error with the renderer's message (file, key, document).
+nlohmann::json run_task_results(const TaskItems& t, const nlohmann::json& request);
 
 // `--tasks a,b|FILE.yaml|FILE.jsonl`: a path ending in .yaml/.yml is a harness task, .jsonl a
 // rendered one, anything else a name looked up in the index of every YAML below the task
