@@ -295,11 +295,21 @@ def open_regular(path, mode="r", **kw):
 DATA_EXTENSIONS = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".parquet")
 
 
+# A Parquet data file → the JSON lines marin's own Parquet reader made of its rows
+# (--parquet-rows SRC=DST; marin eval converts the files that main() reports it needs).
+PARQUET_ROWS = {}
+
+
+class NeedParquet(Exception):
+    pass
+
+
 def open_text(path):
     """A data file as UTF-8 text lines: plain, gzip (Python's gzip) or zstd (python3-zstandard)."""
     if path.endswith(".parquet"):
-        raise TaskError(f"{path}: Parquet task data needs the corpus readers (not wired into the "
-                        "task renderer yet): convert the split to JSONL")
+        if os.path.abspath(path) not in PARQUET_ROWS:
+            raise NeedParquet(path)
+        path = PARQUET_ROWS[os.path.abspath(path)]
     raw = open_regular(path, "rb")
     if path.endswith(".gz"):
         import gzip
@@ -1197,7 +1207,12 @@ def main():
                     help="wall-clock seconds before the renderer gives up (0: none)")
     ap.add_argument("--memory-mb", type=int, default=4096,
                     help="address-space limit in MiB (0: none)")
+    ap.add_argument("--parquet-rows", action="append", default=[],
+                    help="SRC=DST: the rows of Parquet file SRC as JSON lines in DST")
     a = ap.parse_args()
+    for m in a.parquet_rows:
+        src, _, dst = m.partition("=")
+        PARQUET_ROWS[os.path.abspath(src)] = dst
     global MEMORY_MB
     MEMORY_MB = a.memory_mb
     if a.memory_mb > 0:
@@ -1210,8 +1225,15 @@ def main():
         signal.signal(signal.SIGALRM, on_alarm)
         signal.alarm(a.timeout)
     try:
-        lines = Task(a.yaml, a.trust_task_code, a.dataset_root).render_all(a.num_fewshot,
-                                                                           a.fewshot_seed)
+        task = Task(a.yaml, a.trust_task_code, a.dataset_root)
+        need = sorted({os.path.abspath(f if os.path.isabs(f) else os.path.join(task.dir, f))
+                       for fs in task.files.values() for f in fs if f.endswith(".parquet")}
+                      - set(PARQUET_ROWS))
+        if need:  # marin eval converts them with its Parquet reader and runs this again
+            with open(a.out, "w", encoding="utf-8") as f:
+                json.dump({"parquet": need}, f)
+            return 3
+        lines = task.render_all(a.num_fewshot, a.fewshot_seed)
     except TaskError as e:
         print(f"render_tasks: {e}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@
 #include "core/hash.hpp"
 #include "core/json_file.hpp"
 #include "eval/tasks/generation.hpp"
+#include "eval/tasks/parquet_docs.hpp"
 
 extern char** environ;
 
@@ -315,7 +316,19 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
                            std::to_string(o.memory_mb)});
   if (o.trust_task_code) args.push_back("--trust-task-code");
   if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
-  const RendererExit e = run_renderer(std::move(args), err_file, o.timeout_s, yaml);
+  RendererExit e = run_renderer(args, err_file, o.timeout_s, yaml);
+  if (e.status >= 0 && WIFEXITED(e.status) && WEXITSTATUS(e.status) == 3) {
+    // The task's data has Parquet files: marin's reader writes their rows as JSON lines and the
+    // renderer runs again with them (render_tasks.py --parquet-rows).
+    const json need = load_json(out);
+    for (size_t i = 0; i < need["parquet"].size(); ++i) {
+      const std::string src = need["parquet"][i].get<std::string>();
+      const std::string dst = (dir / fmt::format("parquet-{}.jsonl", i)).string();
+      parquet_to_jsonl(src, dst);
+      args.insert(args.end(), {"--parquet-rows", src + "=" + dst});
+    }
+    e = run_renderer(args, err_file, o.timeout_s, yaml);
+  }
   if (e.status < 0)
     fail("{}: the task renderer did not finish within {} s and was stopped (--task-timeout)", yaml,
          o.timeout_s);
