@@ -430,11 +430,35 @@ def config_for_json(v):
     return v
 
 
+def inline_config(group_path, index, base_path):
+    """A group's inline task config (`task:` list entry `index`, a mapping), as the harness
+    reads it: over the registered task's config when its `task:` names one (base_path, the
+    entry's keys win), else on its own (paths relative to the group file)."""
+    gcfg = load_config(group_path)
+    entries = gcfg.get("task")
+    if not isinstance(entries, list) or not 0 <= index < len(entries) or \
+            not isinstance(entries[index], dict):
+        raise TaskError(f"{group_path}: task[{index}]: expected an inline task config (a mapping)")
+    entry = entries[index]
+    if not isinstance(entry.get("task"), str):
+        raise TaskError(f"{group_path}: task[{index}]: an inline task config needs a `task:` name")
+    base = load_config(base_path) if base_path != group_path else {}
+    return {**base, **entry}
+
+
+def make_task(a):
+    """The Task of a command line: a YAML file, or a group's inline config (--inline-from)."""
+    if a.inline_from:
+        cfg = inline_config(a.inline_from, a.inline_index, a.yaml)
+        return Task(a.yaml, a.trust_task_code, a.dataset_root, cfg)
+    return Task(a.yaml, a.trust_task_code, a.dataset_root)
+
+
 class Task:
-    def __init__(self, path, trust_task_code=False, dataset_root=None):
+    def __init__(self, path, trust_task_code=False, dataset_root=None, cfg=None):
         self.path = path
         self.dir = os.path.dirname(os.path.abspath(path))
-        cfg = load_config(path)
+        cfg = load_config(path) if cfg is None else cfg
         self.json_cfg = config_for_json(cfg)
         refusals = []  # every refusal of the file at once
         unknown = [k for k in cfg if k not in SUPPORTED_KEYS]
@@ -1139,8 +1163,10 @@ def results_main(argv):
     ap.add_argument("--out", required=True)
     ap.add_argument("--trust-task-code", action="store_true")
     ap.add_argument("--dataset-root", default=None)
+    ap.add_argument("--inline-from", default=None)
+    ap.add_argument("--inline-index", type=int, default=0)
     a = ap.parse_args(argv)
-    task = Task(a.yaml, a.trust_task_code, a.dataset_root)
+    task = make_task(a)
     fn = task.cfg.get("process_results")
     if not callable(fn):
         raise TaskError(f"{a.yaml}: process_results: the task has none")
@@ -1207,6 +1233,9 @@ def main():
                     help="wall-clock seconds before the renderer gives up (0: none)")
     ap.add_argument("--memory-mb", type=int, default=4096,
                     help="address-space limit in MiB (0: none)")
+    ap.add_argument("--inline-from", default=None,
+                    help="GROUP.yaml: render entry --inline-index of its task: list (over YAML)")
+    ap.add_argument("--inline-index", type=int, default=0)
     ap.add_argument("--parquet-rows", action="append", default=[],
                     help="SRC=DST: the rows of Parquet file SRC as JSON lines in DST")
     a = ap.parse_args()
@@ -1225,7 +1254,7 @@ def main():
         signal.signal(signal.SIGALRM, on_alarm)
         signal.alarm(a.timeout)
     try:
-        task = Task(a.yaml, a.trust_task_code, a.dataset_root)
+        task = make_task(a)
         need = sorted({os.path.abspath(f if os.path.isabs(f) else os.path.join(task.dir, f))
                        for fs in task.files.values() for f in fs if f.endswith(".parquet")}
                       - set(PARQUET_ROWS))

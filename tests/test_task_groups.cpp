@@ -150,14 +150,39 @@ TEST(TaskGroups, CliScoresAGroupOfTheProjectsTasksAndNestedGroups) {
   EXPECT_EQ(j["versions"]["inner"], 3.0);
   EXPECT_EQ(j["higher_is_better"]["outer"]["acc"], true);
 
-  // Refusals: an inline task config and a cycle, each naming the file and the entry.
-  write(d.str("b/inline.yaml"), "group: inl\ntask:\n  - task: x\n    dataset_path: json\n");
+  // Inline task configs, as the harness reads them: one over a registered task (its keys win:
+  // a task_alias), one on its own (data relative to the group file).
+  write(d.str("b/docs.jsonl"),
+        "{\"q\": \"In the beginning\", \"choices\": [\"God\", \"light\"], \"answer\": 0}\n"
+        "{\"q\": \"And God said\", \"choices\": [\"no\", \"Let there be light\"], "
+        "\"answer\": 1}\n");
+  write(d.str("b/inline.yaml"),
+        "group: inl\ntask:\n  - task: verse_completion\n    task_alias: Verses\n"
+        "  - task: fresh\n    dataset_path: json\n    dataset_kwargs:\n      data_files:\n"
+        "        test: docs.jsonl\n    test_split: test\n    output_type: multiple_choice\n"
+        "    doc_to_text: '{{q}}'\n    doc_to_choice: choices\n    doc_to_target: answer\n"
+        "aggregate_metric_list:\n  - metric: acc\n    weight_by_size: true\n");
+  r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks inl --task-dir " + d.str("a") +
+                   " --task-dir " + d.str("b") + " --quiet --json " + d.str("i.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json k = json::parse(read_file(d.str("i.json")));
+  EXPECT_EQ(k["results"]["verse_completion"]["alias"], " - Verses");
+  EXPECT_EQ(k["n-samples"]["verse_completion"]["effective"],
+            j["n-samples"]["verse_completion"]["effective"]);
+  EXPECT_EQ(k["n-samples"]["fresh"]["effective"], 2);
+  EXPECT_EQ(k["group_subtasks"]["inl"], json({"verse_completion", "fresh"}));
+  EXPECT_NEAR(k["results"]["inl"]["acc,none"].get<double>(),
+              weighted(k["results"], {"verse_completion", "fresh"}, true), 1e-12);
+
+  // Refusals: an inline group config and a cycle, each naming the file and the entry.
+  write(d.str("b/inline2.yaml"), "group: inl2\ntask:\n  - group: x\n    task: [fresh]\n");
   write(d.str("b/cyc.yaml"), "group: cyc\ntask: [cyc2]\n");
   write(d.str("b/cyc2.yaml"), "group: cyc2\ntask: [cyc]\n");
   const std::vector<std::string> dirs{d.str("a"), d.str("b")};
-  std::string e = testing::error_of([&] { eval::resolve_task_files({"inl"}, dirs); });
-  EXPECT_NE(e.find(d.str("b/inline.yaml") + ": group 'inl': task[0] = "), std::string::npos) << e;
-  EXPECT_NE(e.find("inline task config"), std::string::npos) << e;
+  std::string e = testing::error_of([&] { eval::resolve_task_files({"inl2"}, dirs); });
+  EXPECT_NE(e.find(d.str("b/inline2.yaml") + ": group 'inl2': task[0]: an inline group config"),
+            std::string::npos)
+      << e;
   e = testing::error_of([&] { eval::resolve_task_files({"cyc"}, dirs); });
   EXPECT_NE(e.find("group 'cyc' contains itself"), std::string::npos) << e;
   e = testing::error_of([&] { eval::resolve_task_files({"outer", "nosuch"}, dirs); });

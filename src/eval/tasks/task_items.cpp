@@ -316,6 +316,9 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
                            std::to_string(o.memory_mb)});
   if (o.trust_task_code) args.push_back("--trust-task-code");
   if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
+  if (!o.inline_from.empty())
+    args.insert(args.end(),
+                {"--inline-from", o.inline_from, "--inline-index", std::to_string(o.inline_index)});
   RendererExit e = run_renderer(args, err_file, o.timeout_s, yaml);
   if (e.status >= 0 && WIFEXITED(e.status) && WEXITSTATUS(e.status) == 3) {
     // The task's data has Parquet files: marin's reader writes their rows as JSON lines and the
@@ -366,6 +369,9 @@ json run_task_results(const TaskItems& t, const json& request) {
   std::vector<std::string> args{o.python, o.script, "results", yaml, "--in", in, "--out", out};
   if (o.trust_task_code) args.push_back("--trust-task-code");
   if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
+  if (!o.inline_from.empty())
+    args.insert(args.end(),
+                {"--inline-from", o.inline_from, "--inline-index", std::to_string(o.inline_index)});
   const RendererExit e =
       run_renderer(std::move(args), (dir / "stderr").string(), o.timeout_s, yaml);
   if (e.status < 0)
@@ -463,10 +469,27 @@ struct NameResolver {
     const json& members = cfg["task"];
     for (size_t i = 0; i < members.size(); ++i) {
       const json& m = members[i];
+      if (m.is_object()) {  // an inline task config: rendered from the group file
+        MARIN_CHECK(!m.contains("group"),
+                    "{}: group '{}': task[{}]: an inline group config is not supported; give it "
+                    "its own YAML with a `group:` name and list that name",
+                    file, name, i);
+        MARIN_CHECK(m.contains("task") && m["task"].is_string(),
+                    "{}: group '{}': task[{}] = {}: an inline task config needs a `task:` name",
+                    file, name, i, m.dump());
+        const std::string t = m["task"].get<std::string>();
+        // Over the registered task it names, if any (GROUP#task[I]=BASE).
+        const std::string base =
+            ix["tasks"].contains(t) ? ix["tasks"][t].get<std::string>() : std::string();
+        add_file(base.empty() ? fmt::format("{}#task[{}]", file, i)
+                              : fmt::format("{}#task[{}]={}", file, i, base));
+        if (std::find(g.members.begin(), g.members.end(), t) == g.members.end())
+          g.members.push_back(t), g.leaves.push_back(t);
+        continue;
+      }
       MARIN_CHECK(m.is_string(),
-                  "{}: group '{}': task[{}] = {}: an inline task config is not supported; give "
-                  "it its own YAML with a `task:` name and list that name",
-                  file, name, i, m.dump());
+                  "{}: group '{}': task[{}] = {}: expected a task, tag or group name", file, name,
+                  i, m.dump());
       for (const std::string& n : resolve(
                m.get<std::string>(), fmt::format("{}: group '{}': task[{}]: ", file, name, i))) {
         if (std::find(g.members.begin(), g.members.end(), n) != g.members.end()) continue;
@@ -523,6 +546,18 @@ TaskItems load_task_file(const std::string& file, const RenderOptions& opts) {
                 "for --num-fewshot",
                 file);
     return read_task_items(file);
+  }
+  // A group's inline task config (resolve_task_files): GROUP#task[I] or GROUP#task[I]=BASE.
+  const size_t at = file.rfind("#task[");
+  if (at != std::string::npos && !fs::exists(file)) {
+    const size_t close = file.find(']', at);
+    MARIN_CHECK(close != std::string::npos, "--tasks: {}: not a task file", file);
+    RenderOptions o = opts;
+    o.inline_from = file.substr(0, at);
+    o.inline_index = std::stoi(file.substr(at + 6, close - at - 6));
+    const std::string base =
+        close + 1 < file.size() && file[close + 1] == '=' ? file.substr(close + 2) : o.inline_from;
+    return load_task(base, o);
   }
   return load_task(file, opts);
 }

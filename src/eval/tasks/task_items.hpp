@@ -92,6 +92,10 @@ struct RenderOptions {
   // Where local copies of Hub datasets are: dataset_path P, dataset_name N resolve to the first of
   // DIR/P/N/, DIR/P/data/, DIR/P/ (--dataset-root; "": a Hub dataset is refused).
   std::string dataset_root;
+  // A group's inline task config: entry inline_index of inline_from's `task:` list, over the
+  // YAML given to load_task (the registered task it names; the group file itself when none).
+  std::string inline_from;
+  int inline_index = 0;
   static constexpr int kKillGraceS = 5;
 };
 // The renderer script that RenderOptions::script = "" resolves to.
@@ -109,16 +113,20 @@ nlohmann::json run_task_results(const TaskItems& t, const nlohmann::json& reques
 // rendered one, anything else a name looked up in the index of every YAML below the task
 // directories (the harness's TaskManager with --include_path: a `task:` name is its file, a
 // `tag:` name every file that carries it, in path order, a `group:` name the tasks of its `task:`
-// list, recursively: task, tag and group names). Each file once, in first-named order. `groups`
-// (when given) receives the groups named, members before their groups. Refused: a name the index
-// lacks (listing the directories and the files the index could not read), a task name that two
-// files define, an inline task config in a group's list, a group that contains itself.
+// list, recursively: task, tag and group names, and inline task configs, which come back as
+// "GROUP.yaml#task[I]" or "GROUP.yaml#task[I]=BASE.yaml" for load_task_file). Each file once, in
+// first-named order. `groups` (when given) receives the groups named, members before their
+// groups. Refused: a name the index lacks (listing the directories and the files the index could
+// not read), a task name that two files define, an inline group config, a group that contains
+// itself.
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
                                             const std::vector<std::string>& task_dirs,
                                             std::vector<TaskGroup>* groups = nullptr);
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
                                             const std::string& task_dir);
-// A file from resolve_task_files: rendered JSONL read as is, YAML rendered first.
+// A file from resolve_task_files: rendered JSONL read as is, YAML rendered first, and a group's
+// inline task config ("GROUP.yaml#task[I]", "GROUP.yaml#task[I]=BASE.yaml") rendered from the
+// group file over the task it names.
 TaskItems load_task_file(const std::string& file, const RenderOptions& opts);
 
 }  // namespace marin::eval
