@@ -3,6 +3,13 @@
 `marin eval --tasks` scores (docs/evaluation.md, "Downstream tasks").
 
     /usr/bin/python3 scripts/render_tasks.py TASK.yaml --out TASK.rendered.jsonl [--num-fewshot K]
+        [--inline-from GROUP.yaml --inline-index I] [--parquet-rows SRC=DST ...]
+    /usr/bin/python3 scripts/render_tasks.py index DIR... --out INDEX.json
+    /usr/bin/python3 scripts/render_tasks.py results TASK.yaml --in REQ.json --out OUT.json
+
+Exit status 3 (render mode): the task's data has Parquet files not given with --parquet-rows;
+--out then holds {"parquet": [files]}, which marin converts with its own reader before running
+this again. `results` runs a task's own process_results and aggregations (--trust-task-code).
 
 Templates are rendered with the real Jinja2 engine, set up as the harness sets it up
 (StrictUndefined, keep_trailing_newline, the `regex_replace` filter), and doc_to_text /
