@@ -37,6 +37,22 @@ function save(name, bytes) {
   written.push(name);
 }
 
+// Mode "task" (tests/test_harness_tasks.cpp, Parquet task data): hyparquet-writer's
+// task.parquet with the string columns text and req only, and task-int.parquet with n too.
+if (mode === 'task') {
+  const cols = (withInt) => [
+    { name: 'text', data: texts, type: 'STRING', nullable: true },
+    { name: 'req', data: texts.map((t) => t ?? ''), type: 'STRING', nullable: false },
+    ...(withInt ? [{ name: 'n', data: Int32Array.from(texts.map((_, i) => i)), type: 'INT32',
+      nullable: false }] : []),
+  ];
+  for (const [name, withInt] of [['task.parquet', false], ['task-int.parquet', true]])
+    save(name, new Uint8Array(parquetWriteBuffer({ columnData: cols(withInt), codec: 'SNAPPY',
+      rowGroupSize: 2, pageSize: 64 })));
+  fs.writeFileSync(path.join(outDir, 'files.txt'), written.join('\n') + '\n');
+  process.exit(0);
+}
+
 // --- Rust parquet (parquet-wasm) ---
 const schema = new arrow.Schema([
   new arrow.Field('text', new arrow.Utf8(), true),

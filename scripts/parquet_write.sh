@@ -7,8 +7,9 @@
 #       Installs parquet-wasm@0.8.0, apache-arrow@21.2.0 and hyparquet-writer@0.17.0 with npm
 #       into ${MARIN_CACHE:-$HOME/.cache/marin}/npm-parquet (outside the repository; idempotent).
 #       Exits non-zero with the reason when node, npm or the registry is unavailable.
-#   scripts/parquet_write.sh write IN.jsonl OUTDIR [bench]
-#       Writes OUTDIR/*.parquet from the {"text": ...} lines of IN.jsonl, and OUTDIR/files.txt.
+#   scripts/parquet_write.sh write IN.jsonl OUTDIR [bench|task]
+#       Writes OUTDIR/*.parquet from the {"text": ...} lines of IN.jsonl, and OUTDIR/files.txt
+#       (task: task.parquet with string columns only and task-int.parquet with an INT32 too).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,7 +21,7 @@ fetch() { npm_fetch "$cache" parquet-wasm@0.8.0 apache-arrow@21.2.0 hyparquet-wr
 case "${1:-}" in
   fetch) fetch ;;
   write)
-    [[ $# -eq 3 || $# -eq 4 ]] || { echo "usage: $0 write IN.jsonl OUTDIR [bench]" >&2; exit 2; }
+    [[ $# -eq 3 || $# -eq 4 ]] || { echo "usage: $0 write IN.jsonl OUTDIR [bench|task]" >&2; exit 2; }
     fetch
     node "$here/parquet_write.mjs" "$cache" "$2" "$3" "${4:-}"
     ;;

@@ -3,6 +3,13 @@
 `marin eval --tasks` scores (docs/evaluation.md, "Downstream tasks").
 
     /usr/bin/python3 scripts/render_tasks.py TASK.yaml --out TASK.rendered.jsonl [--num-fewshot K]
+        [--inline-from GROUP.yaml --inline-index I] [--parquet-rows SRC=DST ...]
+    /usr/bin/python3 scripts/render_tasks.py index DIR... --out INDEX.json
+    /usr/bin/python3 scripts/render_tasks.py results TASK.yaml --in REQ.json --out OUT.json
+
+Exit status 3 (render mode): the task's data has Parquet files not given with --parquet-rows;
+--out then holds {"parquet": [files]}, which marin converts with its own reader before running
+this again. `results` runs a task's own process_results and aggregations (--trust-task-code).
 
 Templates are rendered with the real Jinja2 engine, set up as the harness sets it up
 (StrictUndefined, keep_trailing_newline, the `regex_replace` filter), and doc_to_text /
@@ -21,6 +28,7 @@ text and gold answer, without few-shot examples).
 import argparse
 import ast
 import json
+import math
 import os
 import random
 import re
@@ -42,7 +50,7 @@ SUPPORTED_KEYS = {
     "doc_to_choice", "doc_to_target", "target_delimiter", "fewshot_delimiter", "num_fewshot",
     "description", "metric_list", "metadata", "should_decontaminate",
     "doc_to_decontamination_query", "fewshot_config", "process_docs", "repeats",
-    "generation_kwargs", "filter_list",
+    "generation_kwargs", "filter_list", "process_results",
 }
 # Per output type: the metrics the scorer computes and the harness's aggregation of each.
 METRICS = {
@@ -163,7 +171,26 @@ Loader.add_multi_constructor("!", _refuse_tag)
 
 MAX_INCLUDE_DEPTH = 16
 # The keys whose value may be a task's own Python function (--trust-task-code).
-FUNCTION_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")
+FUNCTION_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice",
+                 "process_results")
+# The harness's registered aggregations (lm_eval/api/metrics.py) that a task with its own
+# process_results may name in metric_list; a !function aggregation is the task's own.
+def _mean(arr):
+    return sum(arr) / len(arr)
+
+
+def _weighted_mean(items):
+    a, b = zip(*items)
+    return sum(a) / sum(b)
+
+
+AGGREGATIONS = {
+    "mean": _mean,
+    "median": lambda arr: arr[len(arr) // 2],  # the harness's: no sort
+    "perplexity": lambda items: math.exp(-_mean(items)),
+    "weighted_perplexity": lambda items: math.exp(-_weighted_mean(items)),
+    "bits_per_byte": lambda items: -_weighted_mean(items) / math.log(2),
+}
 
 
 def import_function(ref, key):
@@ -275,11 +302,21 @@ def open_regular(path, mode="r", **kw):
 DATA_EXTENSIONS = (".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".parquet")
 
 
+# A Parquet data file → the JSON lines marin's own Parquet reader made of its rows
+# (--parquet-rows SRC=DST; marin eval converts the files that main() reports it needs).
+PARQUET_ROWS = {}
+
+
+class NeedParquet(Exception):
+    pass
+
+
 def open_text(path):
     """A data file as UTF-8 text lines: plain, gzip (Python's gzip) or zstd (python3-zstandard)."""
     if path.endswith(".parquet"):
-        raise TaskError(f"{path}: Parquet task data needs the corpus readers (not wired into the "
-                        "task renderer yet): convert the split to JSONL")
+        if os.path.abspath(path) not in PARQUET_ROWS:
+            raise NeedParquet(path)
+        path = PARQUET_ROWS[os.path.abspath(path)]
     raw = open_regular(path, "rb")
     if path.endswith(".gz"):
         import gzip
@@ -400,11 +437,35 @@ def config_for_json(v):
     return v
 
 
+def inline_config(group_path, index, base_path):
+    """A group's inline task config (`task:` list entry `index`, a mapping), as the harness
+    reads it: over the registered task's config when its `task:` names one (base_path, the
+    entry's keys win), else on its own (paths relative to the group file)."""
+    gcfg = load_config(group_path)
+    entries = gcfg.get("task")
+    if not isinstance(entries, list) or not 0 <= index < len(entries) or \
+            not isinstance(entries[index], dict):
+        raise TaskError(f"{group_path}: task[{index}]: expected an inline task config (a mapping)")
+    entry = entries[index]
+    if not isinstance(entry.get("task"), str):
+        raise TaskError(f"{group_path}: task[{index}]: an inline task config needs a `task:` name")
+    base = load_config(base_path) if base_path != group_path else {}
+    return {**base, **entry}
+
+
+def make_task(a):
+    """The Task of a command line: a YAML file, or a group's inline config (--inline-from)."""
+    if a.inline_from:
+        cfg = inline_config(a.inline_from, a.inline_index, a.yaml)
+        return Task(a.yaml, a.trust_task_code, a.dataset_root, cfg)
+    return Task(a.yaml, a.trust_task_code, a.dataset_root)
+
+
 class Task:
-    def __init__(self, path, trust_task_code=False, dataset_root=None):
+    def __init__(self, path, trust_task_code=False, dataset_root=None, cfg=None):
         self.path = path
         self.dir = os.path.dirname(os.path.abspath(path))
-        cfg = load_config(path)
+        cfg = load_config(path) if cfg is None else cfg
         self.json_cfg = config_for_json(cfg)
         refusals = []  # every refusal of the file at once
         unknown = [k for k in cfg if k not in SUPPORTED_KEYS]
@@ -414,7 +475,7 @@ class Task:
             if not isinstance(v, FunctionRef):
                 continue
             if k not in FUNCTION_KEYS:
-                if k in SUPPORTED_KEYS or k == "process_results":
+                if k in SUPPORTED_KEYS:
                     refusals.append(f"{k}: !function {v.name}: a Python function is not "
                                     f"supported for {k} (only {', '.join(FUNCTION_KEYS)})")
             elif not trust_task_code:
@@ -425,64 +486,96 @@ class Task:
         for i, m in enumerate(cfg.get("metric_list") or []):
             if isinstance(m, dict):
                 for mk, mv in m.items():
-                    if isinstance(mv, FunctionRef):
+                    if not isinstance(mv, FunctionRef):
+                        continue
+                    if mk != "aggregation":
                         refusals.append(f"metric_list[{i}].{mk}: !function {mv.name}: a Python "
-                                        "metric or aggregation is not supported")
-        if refusals:
-            raise TaskError(f"{path}: " + "; ".join(refusals) + (
-                f" (supported keys: {', '.join(sorted(SUPPORTED_KEYS))})" if unknown else ""))
+                                        "metric is not supported (give process_results)")
+                    elif not trust_task_code:
+                        refusals.append(f"metric_list[{i}].aggregation: !function {mv.name} runs "
+                                        f"the task's own Python ({mv.module_file()}): pass "
+                                        "--trust-task-code to allow it")
+                    else:
+                        m[mk] = import_function(mv, f"metric_list[{i}].aggregation")
+        # Every further check runs even after one fails, so that one message lists them all.
+        refused = {r.split(":")[0].split(".")[0].split("[")[0] for r in refusals}
+        pre = f"{path}: "
+
+        def check(fn, *args):
+            try:
+                return fn(*args)
+            except TaskError as e:
+                msg = str(e)
+                refusals.append(msg[len(pre):] if msg.startswith(pre) else msg)
+                return None
+
         self.cfg = cfg
-        self.name = self.need_str("task")
+        self.name = check(self.need_str, "task")
         if cfg.get("dataset_path") in ("json", "parquet"):
-            self.files = self.data_files(cfg)
+            self.files = check(self.data_files, cfg)
         else:
-            self.files = self.hub_files(cfg, dataset_root)
+            self.files = check(self.hub_files, cfg, dataset_root)
         self.output_type = cfg.get("output_type", "generate_until")
-        if self.output_type not in METRICS:
-            raise TaskError(f"{path}: output_type '{self.output_type}' is not supported "
+        typed = self.output_type in METRICS
+        if not typed:
+            refusals.append(f"output_type {self.output_type!r} is not supported "
                             f"(supported: {', '.join(METRICS)})")
         for k in ("training_split", "validation_split", "test_split", "fewshot_split"):
             if k in cfg and cfg[k] is not None and not isinstance(cfg[k], str):
-                raise TaskError(f"{path}: {k}: expected a split name (a string), got {cfg[k]!r}")
-            if k in cfg and cfg[k] is not None and cfg[k] not in self.files:
-                raise TaskError(f"{path}: {k}: split '{cfg[k]}' is not in "
-                                f"dataset_kwargs.data_files ({', '.join(self.files)})")
+                refusals.append(f"{k}: expected a split name (a string), got {cfg[k]!r}")
+            elif k in cfg and cfg[k] is not None and self.files is not None and \
+                    cfg[k] not in self.files:
+                refusals.append(f"{k}: split '{cfg[k]}' is not in dataset_kwargs.data_files "
+                                f"({', '.join(self.files)})")
         self.eval_split = cfg.get("test_split") or cfg.get("validation_split")
         if not self.eval_split:
-            raise TaskError(f"{path}: needs test_split or validation_split")
+            refusals.append("needs test_split or validation_split")
         if self.output_type == "multiple_choice" and "doc_to_choice" not in cfg:
-            raise TaskError(f"{path}: output_type multiple_choice needs doc_to_choice")
-        if self.output_type not in ("multiple_choice", "generate_until") and \
+            refusals.append("output_type multiple_choice needs doc_to_choice")
+        if typed and self.output_type not in ("multiple_choice", "generate_until") and \
                 "doc_to_choice" in cfg:
-            raise TaskError(f"{path}: doc_to_choice is only supported with multiple_choice and "
+            refusals.append("doc_to_choice is only supported with multiple_choice and "
                             "generate_until")
-        self.target_delimiter = self.opt_str("target_delimiter", " ")
-        self.fewshot_delimiter = self.opt_str("fewshot_delimiter", "\n\n")
-        self.description = self.opt_str("description", "")
+        self.target_delimiter = check(self.opt_str, "target_delimiter", " ")
+        self.fewshot_delimiter = check(self.opt_str, "fewshot_delimiter", "\n\n")
+        if self.fewshot_delimiter is None:  # refused above; the later checks need a value
+            self.fewshot_delimiter = "\n\n"
+        self.description = check(self.opt_str, "description", "")
         fc = cfg.get("fewshot_config") or {}
         if not isinstance(fc, dict) or set(fc) - {"sampler"} or \
                 fc.get("sampler", "default") not in ("default", "first_n"):
-            raise TaskError(f"{path}: fewshot_config: only sampler: default or first_n is "
-                            f"supported, got {fc!r}")
+            refusals.append(f"fewshot_config: only sampler: default or first_n is supported, "
+                            f"got {fc!r}")
+            fc = {}
         self.sampler = fc.get("sampler", "default")
-        self.metrics = self.parse_metrics()
+        if typed and not refused & {"metric_list", "process_results"}:
+            self.metrics = check(self.parse_metrics)
         rep = cfg.get("repeats", 1)
         if self.output_type == "generate_until":
             if not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= 1000:
-                raise TaskError(f"{path}: repeats: {rep!r}: expected an integer in [1, 1000]")
+                refusals.append(f"repeats: {rep!r}: expected an integer in [1, 1000]")
         elif rep != 1 or isinstance(rep, bool):
-            raise TaskError(f"{path}: repeats: {rep!r}: only 1 (the default) is supported for "
+            refusals.append(f"repeats: {rep!r}: only 1 (the default) is supported for "
                             f"{self.output_type}")
         self.repeats = rep
-        self.generation_kwargs = self.parse_generation_kwargs()
-        self.filter_list = self.parse_filter_list()
-        if "process_docs" in cfg and not callable(cfg["process_docs"]):
-            raise TaskError(f"{path}: process_docs: expected !function module.name, got "
-                            f"{cfg['process_docs']!r}")
+        if typed:
+            self.generation_kwargs = check(self.parse_generation_kwargs)
+            self.filter_list = check(self.parse_filter_list)
+        for k in ("process_docs", "process_results"):
+            if k in cfg and k not in refused and not callable(cfg[k]):
+                refusals.append(f"{k}: expected !function module.name, got {cfg[k]!r}")
+        if "process_results" in cfg and typed and self.output_type not in (
+                "multiple_choice", "loglikelihood", "loglikelihood_rolling"):
+            refusals.append(f"process_results: only with multiple_choice, loglikelihood and "
+                            f"loglikelihood_rolling, not {self.output_type}")
         meta = cfg.get("metadata") or {}
         if not isinstance(meta, dict):
-            raise TaskError(f"{path}: metadata: expected a mapping")
+            refusals.append("metadata: expected a mapping")
+            meta = {}
         self.version = meta.get("version")
+        if refusals:
+            raise TaskError(f"{path}: " + "; ".join(refusals) + (
+                f" (supported keys: {', '.join(sorted(SUPPORTED_KEYS))})" if unknown else ""))
         self.docs = {}
 
     def data_files(self, cfg):
@@ -620,7 +713,33 @@ class Task:
                                         f"!function {v.name}: a Python filter is not supported")
         return config_for_json(fl)
 
+    def parse_own_metrics(self):
+        """metric_list of a task with its own process_results: any metric name, aggregated by
+        a registered aggregation (default mean) or the task's !function."""
+        lst = self.cfg.get("metric_list")
+        if not isinstance(lst, list) or not lst:
+            raise TaskError(f"{self.path}: metric_list: a task with process_results needs a "
+                            "non-empty metric_list (the metrics its dicts give)")
+        self.aggregations, self.higher = {}, {}
+        for i, m in enumerate(lst):
+            where = f"{self.path}: metric_list[{i}]"
+            if not isinstance(m, dict) or not isinstance(m.get("metric"), str):
+                raise TaskError(f"{where}: expected a mapping with 'metric' (a name)")
+            extra = set(m) - {"metric", "aggregation", "higher_is_better"}
+            if extra:
+                raise TaskError(f"{where}: key(s) {', '.join(sorted(extra))} not supported "
+                                "(metric, aggregation, higher_is_better)")
+            agg = m.get("aggregation", "mean")
+            if not callable(agg) and agg not in AGGREGATIONS:
+                raise TaskError(f"{where}: aggregation {agg!r}: expected one of "
+                                f"{', '.join(AGGREGATIONS)} or !function module.name")
+            self.aggregations[m["metric"]] = agg
+            self.higher[m["metric"]] = bool(m.get("higher_is_better", True))
+        return list(self.aggregations)
+
     def parse_metrics(self):
+        if callable(self.cfg.get("process_results")):
+            return self.parse_own_metrics()
         allowed = METRICS[self.output_type]
         lst = self.cfg.get("metric_list")
         if lst is None:
@@ -697,10 +816,10 @@ class Task:
             raise TaskError(f"{self.path}: {key}: {where}: {type(e).__name__}: "
                             f"{' '.join(str(e).split())}")
 
-    def call(self, key, fn, arg, where):
+    def call(self, key, fn, arg, where, *more):
         """A task's own function (--trust-task-code); its exception is one line naming the key."""
         try:
-            return fn(arg)
+            return fn(arg, *more)
         except TaskError:
             raise
         except Exception as e:
@@ -904,6 +1023,12 @@ class Task:
             "metrics": self.metrics, "target_delimiter": self.target_delimiter,
             "source": os.path.abspath(self.path), "config": self.json_cfg,
         }
+        if callable(self.cfg.get("process_results")):
+            # Scored by the task's own Python after the forwards (results_main).
+            header["process_results"] = str(self.json_cfg["process_results"])
+            header["aggregations"] = {m: a if isinstance(a, str) else f"!function {a.__name__}"
+                                      for m, a in self.aggregations.items()}
+            header["higher_is_better"] = self.higher
         out = [header]
         for i, doc in enumerate(self.split_docs(split)):
             where = f"document {i} of split '{split}'"
@@ -960,6 +1085,33 @@ class Task:
         return out
 
 
+def group_config(cfg, path):
+    """A group file's keys as the C++ side aggregates them (the harness's GroupConfig): its member
+    names (`task:` strings; an inline task dict is kept for the C++ side to refuse by name),
+    `group_alias`, `aggregate_metric_list` (AggMetricConfig's defaults filled in: aggregation
+    "mean", weight_by_size false, filter_list ["none"]) or null, and metadata.version."""
+    aml = cfg.get("aggregate_metric_list")
+    if isinstance(aml, dict):
+        aml = [aml]
+    if aml is not None:
+        if not isinstance(aml, list):
+            aml = [aml]  # the C++ side refuses a non-dict entry, naming it
+        out = []
+        for m in aml:
+            if isinstance(m, dict):
+                m = dict(m)
+                m.setdefault("aggregation", "mean")
+                m.setdefault("weight_by_size", False)
+                fl = m.get("filter_list", "none")
+                m["filter_list"] = [fl] if isinstance(fl, str) else fl
+            out.append(config_for_json(m))
+        aml = out
+    meta = cfg.get("metadata")
+    return {"file": path, "task": config_for_json(cfg.get("task")),
+            "group_alias": cfg.get("group_alias"), "aggregate_metric_list": aml,
+            "version": meta.get("version") if isinstance(meta, dict) else None}
+
+
 def index_main(argv):
     """`render_tasks.py index DIR... --out FILE`: the harness's TaskManager index of every YAML
     below the directories (as --include_path): {"tasks": {task: file}, "tags": {tag: [file]},
@@ -969,7 +1121,7 @@ def index_main(argv):
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    tasks, tags, groups, skipped, duplicates = {}, {}, {}, {}, {}
+    tasks, tags, groups, skipped, duplicates, group_configs = {}, {}, {}, {}, {}, {}
     for root in a.dirs:
         if not os.path.isdir(root):
             raise TaskError(f"--task-dir {root}: not a directory")
@@ -989,6 +1141,7 @@ def index_main(argv):
                     g = cfg["group"]
                     if isinstance(g, str):
                         groups.setdefault(g, path)
+                        group_configs.setdefault(g, group_config(cfg, path))
                     continue
                 if not isinstance(t, str):
                     continue  # a file only included by others (e.g. _default_template_yaml)
@@ -1001,11 +1154,72 @@ def index_main(argv):
                         tags.setdefault(name, []).append(path)
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump({"tasks": tasks, "tags": tags, "groups": groups, "skipped": skipped,
-                   "duplicates": duplicates}, f)
+                   "duplicates": duplicates, "group_configs": group_configs}, f,
+                  default=str)
+    return 0
+
+
+def results_main(argv):
+    """`render_tasks.py results YAML --in FILE --out FILE`: a task's own process_results and
+    aggregations, as the harness runs them. FILE in: {"items": [{"doc_id", "doc", "results"}]}
+    (results: [[ll, is_greedy], ...] per request, or [ll] for loglikelihood_rolling); out:
+    {"per_item": [{metric: value}], "values": {metric: aggregate}}."""
+    ap = argparse.ArgumentParser(prog="render_tasks.py results")
+    ap.add_argument("yaml")
+    ap.add_argument("--in", dest="inp", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--trust-task-code", action="store_true")
+    ap.add_argument("--dataset-root", default=None)
+    ap.add_argument("--inline-from", default=None)
+    ap.add_argument("--inline-index", type=int, default=0)
+    a = ap.parse_args(argv)
+    task = make_task(a)
+    fn = task.cfg.get("process_results")
+    if not callable(fn):
+        raise TaskError(f"{a.yaml}: process_results: the task has none")
+    with open(a.inp, encoding="utf-8") as f:
+        req = json.load(f)
+    per = []
+    for it in req["items"]:
+        where = f"document {it['doc_id']}"
+        res = [tuple(r) if isinstance(r, list) else r for r in it["results"]]
+        d = task.call("process_results", fn, it["doc"], where, res)
+        if not isinstance(d, dict):
+            raise TaskError(f"{a.yaml}: process_results: {where}: expected a dict of metrics, "
+                            f"got {type(d).__name__}")
+        missing = [m for m in task.metrics if m not in d]
+        if missing:
+            raise TaskError(f"{a.yaml}: process_results: {where}: the dict lacks metric(s) "
+                            f"{', '.join(missing)} of metric_list (it has {', '.join(map(str, d))})")
+        per.append({m: d[m] for m in task.metrics})
+    values = {}
+    if per:
+        for m in task.metrics:
+            agg = task.aggregations[m]
+            fn_agg = AGGREGATIONS[agg] if isinstance(agg, str) else agg
+            v = task.call(f"metric_list {m} aggregation", fn_agg, [p[m] for p in per],
+                          f"{len(per)} documents")
+            try:
+                values[m] = float(v)
+            except (TypeError, ValueError):
+                raise TaskError(f"{a.yaml}: metric_list {m}: the aggregation gave {v!r}, "
+                                "not a number")
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump({"per_item": per, "values": values}, f, default=str)
     return 0
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "results":
+        try:
+            return results_main(sys.argv[2:])
+        except TaskError as e:
+            print(f"render_tasks: {e}", file=sys.stderr)
+            return 2
+        except Exception as e:  # never a traceback: one line naming the mode
+            print(f"render_tasks: results: {type(e).__name__}: {' '.join(str(e).split())}",
+                  file=sys.stderr)
+            return 2
     if len(sys.argv) > 1 and sys.argv[1] == "index":
         try:
             return index_main(sys.argv[2:])
@@ -1026,7 +1240,15 @@ def main():
                     help="wall-clock seconds before the renderer gives up (0: none)")
     ap.add_argument("--memory-mb", type=int, default=4096,
                     help="address-space limit in MiB (0: none)")
+    ap.add_argument("--inline-from", default=None,
+                    help="GROUP.yaml: render entry --inline-index of its task: list (over YAML)")
+    ap.add_argument("--inline-index", type=int, default=0)
+    ap.add_argument("--parquet-rows", action="append", default=[],
+                    help="SRC=DST: the rows of Parquet file SRC as JSON lines in DST")
     a = ap.parse_args()
+    for m in a.parquet_rows:
+        src, _, dst = m.partition("=")
+        PARQUET_ROWS[os.path.abspath(src)] = dst
     global MEMORY_MB
     MEMORY_MB = a.memory_mb
     if a.memory_mb > 0:
@@ -1039,8 +1261,15 @@ def main():
         signal.signal(signal.SIGALRM, on_alarm)
         signal.alarm(a.timeout)
     try:
-        lines = Task(a.yaml, a.trust_task_code, a.dataset_root).render_all(a.num_fewshot,
-                                                                           a.fewshot_seed)
+        task = make_task(a)
+        need = sorted({os.path.abspath(f if os.path.isabs(f) else os.path.join(task.dir, f))
+                       for fs in task.files.values() for f in fs if f.endswith(".parquet")}
+                      - set(PARQUET_ROWS))
+        if need:  # marin eval converts them with its Parquet reader and runs this again
+            with open(a.out, "w", encoding="utf-8") as f:
+                json.dump({"parquet": need}, f)
+            return 3
+        lines = task.render_all(a.num_fewshot, a.fewshot_seed)
     except TaskError as e:
         print(f"render_tasks: {e}", file=sys.stderr)
         return 2

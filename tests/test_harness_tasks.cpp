@@ -249,14 +249,35 @@ TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
   // An include cycle ends with a clear error.
   write(d.str("cycle.yaml"), "include: cycle.yaml\ntask: c\n");
   expect_clear(render(d.str("cycle.yaml")), "cycle.yaml", "include: nested more than 16 deep");
-  // repeats: 1 is the default and accepted; process_results is refused by name.
+  // repeats: 1 is the default and accepted; process_results needs --trust-task-code (what it
+  // does: tests/test_task_process_results.cpp).
   write(d.str("rep.yaml"), "include: top.yaml\nrepeats: 1\nprocess_results: !function utils.pr\n");
   o = render(d.str("rep.yaml"));
-  EXPECT_NE(o.error.find("process_results: !function utils.pr: a Python function is not "
-                         "supported for process_results"),
+  EXPECT_NE(o.error.find("process_results: !function utils.pr runs the task's own Python"),
             std::string::npos)
       << o.error;
   EXPECT_EQ(o.error.find("repeats: "), std::string::npos) << o.error;  // accepted
+}
+
+// Every refusal of a file is in one message (not one per run), each naming the key and value.
+TEST(HarnessYaml, EveryRefusalOfAFileInOneMessage) {
+  TempDir d("hrefusals");
+  write_docs(d);
+  write(d.str("bad.yaml"),
+        task_yaml("{{question}}",
+                  "use_prompt: x\nfewshot_config:\n  sampler: balanced\nrepeats: 2\n"
+                  "target_delimiter: 3\nmetric_list:\n  - metric: f1\n"
+                  "metadata: [1]\nvalidation_split: nosplit\n"));
+  const Outcome o = render(d.str("bad.yaml"));
+  for (const char* want :
+       {"key 'use_prompt' is not supported", "validation_split: split 'nosplit' is not in",
+        "target_delimiter: expected a string, got 3",
+        "fewshot_config: only sampler: default or first_n is supported, got {'sampler': "
+        "'balanced'}",
+        "metric_list[0]: metric 'f1' is not supported for output_type multiple_choice",
+        "repeats: 2: only 1 (the default) is supported for multiple_choice",
+        "metadata: expected a mapping"})
+    expect_clear(o, "bad.yaml", want);
 }
 
 // --task-dir indexes every YAML below it by task, tag and group names (the harness's TaskManager
@@ -288,8 +309,11 @@ TEST(HarnessIndex, NamesAreTaskTagAndGroupNames) {
     }
     return std::string();
   };
-  EXPECT_NE(error("grp").find("'grp' is a group (" + d.str("b/grp.yaml") + ")"), std::string::npos)
-      << error("grp");
+  std::vector<eval::TaskGroup> groups;  // a group name is its tasks (tests/test_task_groups.cpp)
+  EXPECT_EQ(eval::resolve_task_files({"grp"}, dirs, &groups),
+            (std::vector<std::string>{d.str("a/deep/file_one.yaml"), d.str("b/file_two.yaml")}));
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].members, (std::vector<std::string>{"first", "second"}));
   EXPECT_NE(error("file_one").find("no task, tag or group 'file_one'"), std::string::npos)
       << error("file_one");
   write(d.str("b/again.yaml"), task_yaml("{{question}}").replace(0, 11, "task: first"));
@@ -328,15 +352,57 @@ TEST(HarnessData, DatasetRootResolvesHubLayouts) {
   EXPECT_EQ(t.items[1].context, "T? x\n\nS?");
   EXPECT_EQ(t.items[1].gold, std::vector<int>{0});
 
-  // No dataset_name: DIR/P/data/ is used, and its Parquet file is refused by name.
+  // No dataset_name: DIR/P/data/ is used; its Parquet file goes to marin's Parquet reader,
+  // which refuses this one (4 bytes) naming it (real files: ParquetSplitsAreReadByMarinsReader).
   write(d.str("plain.yaml"), "task: plain\ndataset_path: org/ds\n" + body);
-  expect_clear(render_with(d.str("plain.yaml"), ro), "test-00000-of-00001.parquet",
-               "Parquet task data needs the corpus readers");
+  const Outcome bad = render_with(d.str("plain.yaml"), ro);
+  EXPECT_NE(bad.error.find("test-00000-of-00001.parquet"), std::string::npos) << bad.error;
   write(d.str("missing.yaml"), "task: m\ndataset_path: org/none\ndataset_name: c\n" + body);
   expect_clear(render_with(d.str("missing.yaml"), ro), "missing.yaml",
                "no local copy of 'org/none' (c): looked for " + d.str("root") + "/org/none/c, " +
                    d.str("root") + "/org/none/data, " + d.str("root") + "/org/none");
   expect_clear(render(d.str("missing.yaml")), "missing.yaml", "give --dataset-root DIR");
+}
+
+// Parquet splits (--dataset-root) are read by marin's own Parquet reader, every string column of
+// a row becoming a field of the document (null stays null), in files an npm writer made
+// (scripts/parquet_write.sh … task: hyparquet-writer); a column of another type is refused
+// naming the file, the column and its type.
+TEST(HarnessData, ParquetSplitsAreReadByMarinsReader) {
+  TempDir d("hparquet");
+  const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/parquet_write.sh";
+  const auto fetch = testing::run_shell(script + " fetch");
+  if (fetch.code != 0)
+    GTEST_SKIP() << "node, npm or the npm registry is unavailable: " << fetch.out;
+  write(d.str("in.jsonl"),
+        "{\"text\": \"In the beginning\"}\n{\"text\": null}\n{\"text\": \"And God said\"}\n"
+        "{\"text\": \"Let there be light\"}\n{\"text\": \"caf\u00e9\"}\n");
+  const auto w =
+      testing::run_shell(script + " write " + d.str("in.jsonl") + " " + d.str("pq") + " task");
+  ASSERT_EQ(w.code, 0) << w.out;
+  fs::create_directories(d.str("root/org/pq/data"));
+  fs::copy_file(d.str("pq/task.parquet"), d.str("root/org/pq/data/test-00000-of-00001.parquet"));
+  write(d.str("pq.yaml"),
+        "task: pq\ndataset_path: org/pq\ntest_split: test\noutput_type: loglikelihood\n"
+        "doc_to_text: \"{{req}}\"\ndoc_to_target: \"{{' ' ~ (text or 'none')}}\"\n");
+  eval::RenderOptions ro;
+  ro.dataset_root = d.str("root");
+  const eval::TaskItems t = eval::load_task(d.str("pq.yaml"), ro);
+  ASSERT_EQ(t.items.size(), 5u);
+  EXPECT_EQ(t.items[0].context, "In the beginning");
+  EXPECT_EQ(t.items[1].context, "");  // req: "" where text is null
+  EXPECT_EQ(t.items[1].target, " none");
+  EXPECT_TRUE(t.items[1].doc["text"].is_null());
+  EXPECT_EQ(t.items[3].target, " Let there be light");
+  EXPECT_EQ(t.items[4].doc, json({{"text", "caf\u00e9"}, {"req", "caf\u00e9"}}));
+  // dataset_path: parquet with data_files reads the same way; an INT32 column is refused.
+  write(d.str("files.yaml"),
+        "task: files\ndataset_path: parquet\ndataset_kwargs:\n  data_files:\n"
+        "    test: pq/task-int.parquet\ntest_split: test\noutput_type: loglikelihood\n"
+        "doc_to_text: \"{{req}}\"\ndoc_to_target: \" x\"\n");
+  const Outcome o = render_with(d.str("files.yaml"), ro);
+  expect_clear(o, "task-int.parquet",
+               "only top-level string (BYTE_ARRAY) columns are read; this file also has n (INT32)");
 }
 
 // A tiny checkpoint with every tensor moved off its init (as tests/test_hf_export.cpp does), so

@@ -275,7 +275,8 @@ int run_task_eval(const EvalArgs& a) {
   ro.trust_task_code = a.trust_task_code;
   ro.dataset_root = a.dataset_root;
   std::vector<eval::TaskItems> tasks;
-  for (const std::string& f : eval::resolve_task_files(a.tasks, a.task_dir))
+  std::vector<eval::TaskGroup> groups;
+  for (const std::string& f : eval::resolve_task_files(a.tasks, a.task_dir, &groups))
     tasks.push_back(eval::load_task_file(f, ro));
   const std::optional<eval::NgramIndex> index = build_index(a, td.text);
 
@@ -291,7 +292,8 @@ int run_task_eval(const EvalArgs& a) {
   o.bootstrap_iters = a.bootstrap_iters;
   o.progress = !a.quiet && dist::world().is_root();
   o.group = &dist::world();  // under mpirun the forward passes are split over the ranks
-  const eval::TaskResults r = eval::score_tasks(m, tok, tasks, o);
+  eval::TaskResults r = eval::score_tasks(m, tok, tasks, o);
+  r.groups = groups;
   if (!dist::world().is_root()) return 0;
   fmt::print("checkpoint {} (seq_len {}), tokenizer {}\n", a.checkpoint, cfg.seq_len, tok_path);
   if (index)

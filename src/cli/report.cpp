@@ -38,6 +38,9 @@ MARIN_COMMAND(report, "report", "Write a self-contained HTML report of one or mo
                                "thin each series to about this many steps (evaluations kept)")
                     ->capture_default_str()
                     ->check(in_range<int>(10, 10'000'000));
+                app.add_option("--task-results", o->report.task_results,
+                               "results JSON of marin eval --tasks to show (repeatable; the "
+                               "run's own RUN/*.json and newest RUN/tasks/step-N.json are found)");
                 app.add_flag("--no-peak", o->no_peak,
                              "skip measuring this machine's FMA peak (no fraction-of-peak chart)");
                 return [o] { return run_report(*o); };

@@ -21,6 +21,7 @@
 #include "kernels/kernels.hpp"
 #include "model/accounting.hpp"
 #include "model/config.hpp"
+#include "report/task_scores.hpp"
 #include "scaling/forecast.hpp"
 #include "train/safetensors.hpp"
 
@@ -225,6 +226,7 @@ json run_data(const std::string& run, const ReportOptions& o) {
   }
   if (fs::exists(run + "/forecast_report.json"))
     r["forecast_report"] = load_json(run + "/forecast_report.json");
+  r["task_scores"] = run_task_scores(run, o.task_results);
   return r;
 }
 

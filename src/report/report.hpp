@@ -17,6 +17,7 @@ struct ReportOptions {
   std::string forecast;      // forecast.json to draw (default: each run's own --forecast file)
   bool measure_peak = true;  // measure this machine's fp32 FMA peak for the fraction-of-peak chart
   int max_points = 2000;     // per series: longer runs are thinned (evaluated steps always kept)
+  std::vector<std::string> task_results;  // marin eval --tasks results JSON files to show too
 };
 
 // The data the page draws, as JSON text (exposed for tests).

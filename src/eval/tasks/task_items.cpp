@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -22,6 +23,7 @@
 #include "core/hash.hpp"
 #include "core/json_file.hpp"
 #include "eval/tasks/generation.hpp"
+#include "eval/tasks/parquet_docs.hpp"
 
 extern char** environ;
 
@@ -161,9 +163,10 @@ TaskItems read_task_items(const std::string& file) {
       if (j.contains("target_delimiter"))
         t.target_delimiter = need_string(j, "target_delimiter", where);
       const auto& allowed = metrics_of(t.type);
+      const bool own = j.contains("process_results");  // the task's Python names its metrics
       for (const auto& m : j.value("metrics", json::array())) {
         const std::string name = m.is_string() ? m.get<std::string>() : "";
-        if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+        if (own ? name.empty() : std::find(allowed.begin(), allowed.end(), name) == allowed.end())
           fail("{}: metric {} is not supported for {} (supported: {})", where, m.dump(), ot,
                fmt::format("{}", fmt::join(allowed, ", ")));
         t.metrics.push_back(name);
@@ -313,7 +316,22 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
                            std::to_string(o.memory_mb)});
   if (o.trust_task_code) args.push_back("--trust-task-code");
   if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
-  const RendererExit e = run_renderer(std::move(args), err_file, o.timeout_s, yaml);
+  if (!o.inline_from.empty())
+    args.insert(args.end(),
+                {"--inline-from", o.inline_from, "--inline-index", std::to_string(o.inline_index)});
+  RendererExit e = run_renderer(args, err_file, o.timeout_s, yaml);
+  if (e.status >= 0 && WIFEXITED(e.status) && WEXITSTATUS(e.status) == 3) {
+    // The task's data has Parquet files: marin's reader writes their rows as JSON lines and the
+    // renderer runs again with them (render_tasks.py --parquet-rows).
+    const json need = load_json(out);
+    for (size_t i = 0; i < need["parquet"].size(); ++i) {
+      const std::string src = need["parquet"][i].get<std::string>();
+      const std::string dst = (dir / fmt::format("parquet-{}.jsonl", i)).string();
+      parquet_to_jsonl(src, dst);
+      args.insert(args.end(), {"--parquet-rows", src + "=" + dst});
+    }
+    e = run_renderer(args, err_file, o.timeout_s, yaml);
+  }
   if (e.status < 0)
     fail("{}: the task renderer did not finish within {} s and was stopped (--task-timeout)", yaml,
          o.timeout_s);
@@ -321,7 +339,47 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
     fail("{}", e.message.empty()
                    ? fmt::format("{}: the task renderer failed (status {})", yaml, e.status)
                    : e.message);
-  return read_task_items(out);
+  TaskItems t = read_task_items(out);
+  if (t.header.contains("process_results")) {
+    auto opts = std::make_shared<RenderOptions>(o);
+    opts->script = script;
+    t.task_code = std::move(opts);
+  }
+  return t;
+}
+
+json run_task_results(const TaskItems& t, const json& request) {
+  MARIN_CHECK(t.task_code,
+              "{}: {}: process_results needs the task's YAML (give the .yaml, not the "
+              "rendered .jsonl)",
+              t.file, t.name);
+  const RenderOptions& o = *t.task_code;
+  const std::string yaml = t.header.value("source", std::string());
+  const fs::path dir = fs::temp_directory_path() / fmt::format("marin-task-results-{}", getpid());
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  const std::string in = (dir / "in.json").string(), out = (dir / "out.json").string();
+  write_file_atomic(in, request.dump());
+  std::vector<std::string> args{o.python, o.script, "results", yaml, "--in", in, "--out", out};
+  if (o.trust_task_code) args.push_back("--trust-task-code");
+  if (!o.dataset_root.empty()) args.insert(args.end(), {"--dataset-root", o.dataset_root});
+  if (!o.inline_from.empty())
+    args.insert(args.end(),
+                {"--inline-from", o.inline_from, "--inline-index", std::to_string(o.inline_index)});
+  const RendererExit e =
+      run_renderer(std::move(args), (dir / "stderr").string(), o.timeout_s, yaml);
+  if (e.status < 0)
+    fail("{}: process_results did not finish within {} s and was stopped (--task-timeout)", yaml,
+         o.timeout_s);
+  if (!e.ok())
+    fail("{}", e.message.empty() ? fmt::format("{}: process_results failed", yaml) : e.message);
+  return load_json(out);
 }
 
 namespace {
@@ -350,9 +408,112 @@ json task_index(const std::vector<std::string>& dirs) {
 }
 }  // namespace
 
+namespace {
+
+// The index's resolution of names, groups expanded as the harness's TaskManager does.
+struct NameResolver {
+  const json& ix;
+  const std::vector<std::string>& task_dirs;
+  std::vector<std::string>& files;
+  std::vector<TaskGroup>& groups;
+  std::set<std::string> open;  // the groups being expanded (a cycle is refused)
+
+  void add_file(const std::string& f) {
+    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+  }
+  std::string task_name_of(const std::string& file) const {
+    for (const auto& [t, f] : ix["tasks"].items())
+      if (f == file) return t;
+    return file;
+  }
+  bool is_group(const std::string& s) const {
+    return std::any_of(groups.begin(), groups.end(),
+                       [&](const TaskGroup& g) { return g.name == s; });
+  }
+  // The member names `s` stands for: itself (a task or group) or a tag's tasks.
+  std::vector<std::string> resolve(const std::string& s, const std::string& where) {
+    if (ix["duplicates"].contains(s))
+      fail("{}'{}' is defined by several files: {}", where, s,
+           fmt::format("{}", fmt::join(ix["duplicates"][s].get<std::vector<std::string>>(), ", ")));
+    if (ix["tasks"].contains(s)) {
+      add_file(ix["tasks"][s].get<std::string>());
+      return {s};
+    }
+    if (ix["tags"].contains(s)) {
+      std::vector<std::string> names;
+      for (const auto& f : ix["tags"][s]) {
+        add_file(f.get<std::string>());
+        names.push_back(task_name_of(f.get<std::string>()));
+      }
+      return names;
+    }
+    if (ix["groups"].contains(s)) {
+      expand_group(s);
+      return {s};
+    }
+    std::string skipped;
+    for (const auto& [f, why] : ix["skipped"].items())
+      skipped += fmt::format("; {}", why.get<std::string>());
+    fail("{}no task, tag or group '{}' in the YAML files below {}{}", where, s,
+         fmt::format("{}", fmt::join(task_dirs, ", ")),
+         skipped.empty() ? "" : " (files that could not be read" + skipped + ")");
+  }
+  void expand_group(const std::string& name) {
+    if (is_group(name)) return;  // already expanded (a member of two groups)
+    const json& cfg = ix["group_configs"][name];
+    const std::string file = cfg.value("file", std::string());
+    MARIN_CHECK(!open.count(name), "{}: group '{}' contains itself (through its `task:` list)",
+                file, name);
+    open.insert(name);
+    TaskGroup g = group_from_config(name, cfg);
+    const json& members = cfg["task"];
+    for (size_t i = 0; i < members.size(); ++i) {
+      const json& m = members[i];
+      if (m.is_object()) {  // an inline task config: rendered from the group file
+        MARIN_CHECK(!m.contains("group"),
+                    "{}: group '{}': task[{}]: an inline group config is not supported; give it "
+                    "its own YAML with a `group:` name and list that name",
+                    file, name, i);
+        MARIN_CHECK(m.contains("task") && m["task"].is_string(),
+                    "{}: group '{}': task[{}] = {}: an inline task config needs a `task:` name",
+                    file, name, i, m.dump());
+        const std::string t = m["task"].get<std::string>();
+        // Over the registered task it names, if any (GROUP#task[I]=BASE).
+        const std::string base =
+            ix["tasks"].contains(t) ? ix["tasks"][t].get<std::string>() : std::string();
+        add_file(base.empty() ? fmt::format("{}#task[{}]", file, i)
+                              : fmt::format("{}#task[{}]={}", file, i, base));
+        if (std::find(g.members.begin(), g.members.end(), t) == g.members.end())
+          g.members.push_back(t), g.leaves.push_back(t);
+        continue;
+      }
+      MARIN_CHECK(m.is_string(),
+                  "{}: group '{}': task[{}] = {}: expected a task, tag or group name", file, name,
+                  i, m.dump());
+      for (const std::string& n : resolve(
+               m.get<std::string>(), fmt::format("{}: group '{}': task[{}]: ", file, name, i))) {
+        if (std::find(g.members.begin(), g.members.end(), n) != g.members.end()) continue;
+        g.members.push_back(n);
+        auto sub = std::find_if(groups.begin(), groups.end(),
+                                [&](const TaskGroup& x) { return x.name == n; });
+        if (sub == groups.end())
+          g.leaves.push_back(n);
+        else
+          g.leaves.insert(g.leaves.end(), sub->leaves.begin(), sub->leaves.end());
+      }
+    }
+    open.erase(name);
+    groups.push_back(std::move(g));  // after its subgroups: members before their groups
+  }
+};
+
+}  // namespace
+
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
-                                            const std::vector<std::string>& task_dirs) {
+                                            const std::vector<std::string>& task_dirs,
+                                            std::vector<TaskGroup>* groups) {
   std::vector<std::string> out;
+  std::vector<TaskGroup> found;
   std::optional<json> index;
   for (const std::string& s : specs) {
     const std::string ext = fs::path(s).extension().string();
@@ -366,26 +527,9 @@ std::vector<std::string> resolve_task_files(const std::vector<std::string>& spec
                 "files, e.g. marin tasks build's) or a path to its .yaml",
                 s);
     if (!index) index = task_index(task_dirs);
-    const json& ix = *index;
-    if (ix["duplicates"].contains(s))
-      fail("--tasks: '{}' is defined by several files: {}", s,
-           fmt::format("{}", fmt::join(ix["duplicates"][s].get<std::vector<std::string>>(), ", ")));
-    if (ix["tasks"].contains(s)) {
-      out.push_back(ix["tasks"][s].get<std::string>());
-    } else if (ix["tags"].contains(s)) {
-      for (const auto& f : ix["tags"][s]) out.push_back(f.get<std::string>());
-    } else if (ix["groups"].contains(s)) {
-      fail("--tasks: '{}' is a group ({}): groups are not scored yet; name its tasks", s,
-           ix["groups"][s].get<std::string>());
-    } else {
-      std::string skipped;
-      for (const auto& [f, why] : ix["skipped"].items())
-        skipped += fmt::format("; {}", why.get<std::string>());
-      fail("--tasks: no task, tag or group '{}' in the YAML files below {}{}", s,
-           fmt::format("{}", fmt::join(task_dirs, ", ")),
-           skipped.empty() ? "" : " (files that could not be read" + skipped + ")");
-    }
+    NameResolver{*index, task_dirs, out, found, {}}.resolve(s, "--tasks: ");
   }
+  if (groups) *groups = std::move(found);
   return out;
 }
 
@@ -402,6 +546,18 @@ TaskItems load_task_file(const std::string& file, const RenderOptions& opts) {
                 "for --num-fewshot",
                 file);
     return read_task_items(file);
+  }
+  // A group's inline task config (resolve_task_files): GROUP#task[I] or GROUP#task[I]=BASE.
+  const size_t at = file.rfind("#task[");
+  if (at != std::string::npos && !fs::exists(file)) {
+    const size_t close = file.find(']', at);
+    MARIN_CHECK(close != std::string::npos, "--tasks: {}: not a task file", file);
+    RenderOptions o = opts;
+    o.inline_from = file.substr(0, at);
+    o.inline_index = std::stoi(file.substr(at + 6, close - at - 6));
+    const std::string base =
+        close + 1 < file.size() && file[close + 1] == '=' ? file.substr(close + 2) : o.inline_from;
+    return load_task(base, o);
   }
   return load_task(file, opts);
 }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "eval/tasks/task_groups.hpp"
+
 namespace marin::eval {
 
 enum class OutputType { MultipleChoice, Loglikelihood, LoglikelihoodRolling, GenerateUntil };
@@ -44,6 +46,7 @@ struct TaskItem {
 };
 
 struct GenerationConfig;
+struct RenderOptions;
 
 struct TaskItems {
   std::string name;
@@ -58,6 +61,9 @@ struct TaskItems {
   std::shared_ptr<const GenerationConfig> generation;
   bool multi_input = false;  // multiple_choice items carry contexts + continuation
   std::vector<TaskItem> items;
+  // A task with its own process_results (header "process_results"): the options it was rendered
+  // with, to run the task's Python again on the model's results (run_task_results).
+  std::shared_ptr<const RenderOptions> task_code;
 
   // xxh64 (hex) of the first n items as they are scored (context, choices, gold, target), one
   // canonical JSON line each: two runs with the same hash scored the same prompts.
@@ -86,6 +92,10 @@ struct RenderOptions {
   // Where local copies of Hub datasets are: dataset_path P, dataset_name N resolve to the first of
   // DIR/P/N/, DIR/P/data/, DIR/P/ (--dataset-root; "": a Hub dataset is refused).
   std::string dataset_root;
+  // A group's inline task config: entry inline_index of inline_from's `task:` list, over the
+  // YAML given to load_task (the registered task it names; the group file itself when none).
+  std::string inline_from;
+  int inline_index = 0;
   static constexpr int kKillGraceS = 5;
 };
 // The renderer script that RenderOptions::script = "" resolves to.
@@ -94,17 +104,29 @@ std::string render_script_path();
 // renderer's message (which names the YAML key, template or file:line at fault).
 TaskItems load_task(const std::string& yaml, const RenderOptions& opts);
 
+// The task's own process_results and metric_list aggregations (render_tasks.py results) on
+// `request` ({"items": [{"doc_id", "doc", "results"}]}): {"per_item": [{metric: value}],
+// "values": {metric: aggregate}}. marin::Error with the renderer's message (file, key, document).
+nlohmann::json run_task_results(const TaskItems& t, const nlohmann::json& request);
+
 // `--tasks a,b|FILE.yaml|FILE.jsonl`: a path ending in .yaml/.yml is a harness task, .jsonl a
 // rendered one, anything else a name looked up in the index of every YAML below the task
 // directories (the harness's TaskManager with --include_path: a `task:` name is its file, a
-// `tag:` name every file that carries it, in path order). A group name is refused (groups are
-// not scored yet), as are a name the index lacks (listing the directories and the files the index
-// could not read) and a task name that two files define.
+// `tag:` name every file that carries it, in path order, a `group:` name the tasks of its `task:`
+// list, recursively: task, tag and group names, and inline task configs, which come back as
+// "GROUP.yaml#task[I]" or "GROUP.yaml#task[I]=BASE.yaml" for load_task_file). Each file once, in
+// first-named order. `groups` (when given) receives the groups named, members before their
+// groups. Refused: a name the index lacks (listing the directories and the files the index could
+// not read), a task name that two files define, an inline group config, a group that contains
+// itself.
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
-                                            const std::vector<std::string>& task_dirs);
+                                            const std::vector<std::string>& task_dirs,
+                                            std::vector<TaskGroup>* groups = nullptr);
 std::vector<std::string> resolve_task_files(const std::vector<std::string>& specs,
                                             const std::string& task_dir);
-// A file from resolve_task_files: rendered JSONL read as is, YAML rendered first.
+// A file from resolve_task_files: rendered JSONL read as is, YAML rendered first, and a group's
+// inline task config ("GROUP.yaml#task[I]", "GROUP.yaml#task[I]=BASE.yaml") rendered from the
+// group file over the task it names.
 TaskItems load_task_file(const std::string& file, const RenderOptions& opts);
 
 }  // namespace marin::eval

@@ -323,6 +323,50 @@ std::map<std::string, MetricValue> task_metrics(const TaskItems& t, const ItemSc
 }
 
 namespace {
+// A task with its own process_results: the harness's per-document `results` (a list of
+// (loglikelihood, is_greedy) per request; the summed loglikelihood for loglikelihood_rolling) go
+// to the task's Python, which returns each document's metric dict and each metric's aggregate.
+// Standard errors as the harness's stderr_for_metric: mean_stderr for "mean", a bootstrap for
+// "median" and "perplexity", none ("N/A") for the other aggregations.
+std::map<std::string, MetricValue> own_task_metrics(const TaskItems& t, const ItemScores& s,
+                                                    const std::vector<size_t>& which,
+                                                    const TaskOptions& o, json* per_item) {
+  std::map<std::string, MetricValue> out;
+  if (which.empty()) return out;
+  json items = json::array();
+  for (size_t i : which) {
+    json res = json::array();
+    for (size_t q = 0; q < s.ll[i].size(); ++q)
+      res.push_back(t.type == OutputType::LoglikelihoodRolling
+                        ? json(s.ll[i][q])
+                        : json::array({s.ll[i][q], bool(s.greedy[i][q])}));
+    items.push_back({{"doc_id", t.items[i].doc_id}, {"doc", t.items[i].doc}, {"results", res}});
+  }
+  const json got = run_task_results(t, {{"items", items}});
+  if (per_item) *per_item = got["per_item"];
+  const json& aggs = t.header["aggregations"];
+  for (const std::string& m : t.metrics) {
+    MetricValue v{got["values"].at(m).get<double>(), std::nullopt};
+    std::vector<double> x;
+    for (const json& p : got["per_item"])
+      if (p[m].is_number()) x.push_back(p[m].get<double>());
+    const std::string agg = aggs.value(m, std::string());
+    if (x.size() == which.size()) {
+      if (agg == "mean") v.stderr_ = mean_stderr(x);
+      if (agg == "perplexity")
+        v.stderr_ = bootstrap_stderr(
+            x, [](const std::vector<double>& y) { return std::exp(-mean(y)); }, o.bootstrap_iters,
+            o.bootstrap_seed);
+      if (agg == "median")
+        v.stderr_ = bootstrap_stderr(
+            x, [](const std::vector<double>& y) { return y[y.size() / 2]; }, o.bootstrap_iters,
+            o.bootstrap_seed);
+    }
+    out[m] = v;
+  }
+  return out;
+}
+
 // Multi-input (winogrande): the one continuation, after target_delimiter, scored after each
 // context (the harness's construct_requests: [(context, f"{target_delimiter}{cont}") for
 // context in contexts]). acc and acc_norm then follow multiple_choice, with the item's choices
@@ -434,8 +478,13 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
     }
   }
 
-  split_metrics_by_audit(
-      t, o, r, [&](const std::vector<size_t>& which) { return task_metrics(t, s, which, o); });
+  json own_per_item;  // a task with process_results: its per-document dicts (all items)
+  split_metrics_by_audit(t, o, r, [&](const std::vector<size_t>& which) {
+    if (t.task_code)
+      return own_task_metrics(t, s, which, o,
+                              which.size() == r.effective ? &own_per_item : nullptr);
+    return task_metrics(t, s, which, o);
+  });
   if (o.log_samples) {
     for (size_t i = 0; i < r.effective; ++i) {
       const TaskItem& it = t.items[i];
@@ -450,7 +499,10 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
       j["loglikelihoods"] = s.ll[i];
       if (t.type != OutputType::LoglikelihoodRolling) j["is_greedy"] = s.greedy[i];
       json per = json::object();
-      for (const auto& [k, v] : task_metrics(t, s, {i}, o)) per[k] = v.value;
+      if (t.task_code)
+        per = own_per_item.at(i);
+      else
+        for (const auto& [k, v] : task_metrics(t, s, {i}, o)) per[k] = v.value;
       j["metrics"] = per;
       add_audit_fields(j, r, i);
       r.samples.push_back(std::move(j));
@@ -482,6 +534,13 @@ TaskResults score_tasks(Model<float>& m, const Tokenizer& tok, const std::vector
 }
 
 namespace {
+
+bool known_metric(const std::string& m) {
+  for (const char* k : {"acc", "acc_norm", "exact_match", "perplexity", "word_perplexity",
+                        "byte_perplexity", "bits_per_byte"})
+    if (m == k) return true;
+  return false;
+}
 
 bool higher_is_better(const std::string& m) {
   return m == "acc" || m == "acc_norm" || m == "exact_match";
@@ -587,7 +646,19 @@ json TaskResults::to_json(const json& run_config) const {
     versions[t.task] = t.version;
     nshot[t.task] = t.num_fewshot;
     json h = json::object();
-    for (const auto& m : t.metrics) h[metric_name(m)] = higher_is_better(metric_name(m));
+    // The registry's value for marin's metrics; a task's own metric without higher_is_better is
+    // null (the harness's is_higher_better of an unregistered name).
+    for (const auto& m : t.metrics)
+      h[metric_name(m)] =
+          known_metric(metric_name(m)) ? json(higher_is_better(metric_name(m))) : json(nullptr);
+    // metric_list's own higher_is_better wins (a task with process_results names its metrics).
+    if (t.config.is_object() && t.config.contains("metric_list") &&
+        t.config["metric_list"].is_array())
+      for (const json& e : t.config["metric_list"])
+        if (e.is_object() && e.contains("metric") && e["metric"].is_string() &&
+            h.contains(e["metric"].get<std::string>()) && e.contains("higher_is_better") &&
+            e["higher_is_better"].is_boolean())
+          h[e["metric"].get<std::string>()] = e["higher_is_better"];
     hib[t.task] = h;
     nsamples[t.task] = {{"original", t.original}, {"effective", t.effective}};
     subtasks[t.task] = json::array();
@@ -627,6 +698,7 @@ json TaskResults::to_json(const json& run_config) const {
             {"marin", {{"format", "marin-tasks-results/1"}, {"tasks", marin}}}};
   if (audited) j["marin"]["audit"] = audit;
   if (any_samples) j["samples"] = samples;
+  add_group_results(j, groups);
   return j;
 }
 
@@ -682,6 +754,21 @@ std::string TaskResults::table() const {
     s += fmt::format("{}: version {}, {}-shot, items {} (xxh64 {}), {:.1f} items/s\n", t.task,
                      t.version.is_null() ? "-" : t.version.dump(), t.num_fewshot, t.effective,
                      t.items_hash, t.items_per_s());
+  if (!groups.empty()) {  // the groups' aggregates, as the results JSON has them
+    const json j = to_json();
+    for (const TaskGroup& g : groups) {
+      const json& r = j["results"][g.name];
+      if (!g.aggregates) continue;
+      for (const auto& [k, v] : r.items()) {
+        if (k.find(',') == std::string::npos || k.find("_stderr,") != std::string::npos) continue;
+        const json& e = r[metric_name(k) + "_stderr," + filter_name(k)];
+        s += fmt::format("group {}: {} {:.4f} ± {} over {} items of {} tasks\n", g.name, k,
+                         v.get<double>(),
+                         e.is_number() ? fmt::format("{:.4f}", e.get<double>()) : e.dump(),
+                         r.value("sample_len", 0.0), g.leaves.size());
+      }
+    }
+  }
   for (const TaskResult& t : tasks)
     if (t.cut)
       s += fmt::format(

@@ -150,6 +150,7 @@ struct TaskResults {
   bool audited = false;
   nlohmann::json audit;  // the index's to_json() + threshold
   double seconds = 0;
+  std::vector<TaskGroup> groups;  // from resolve_task_files: aggregated by to_json
   // The harness's results layout ("results", "configs", "versions", "n-shot",
   // "higher_is_better", "n-samples", "config") plus "marin" (items hash, clean/contaminated
   // metrics, audited item ids) and, with log_samples, "samples".
