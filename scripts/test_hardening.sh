@@ -7,7 +7,7 @@
 #      ASAN_EXCLUDE (they repeat code the kept tests cover, and under the sanitizers they alone
 #      would take longer than the CI budget);
 #   2. every libFuzzer target, two at a time, from its committed seed corpus
-#      fuzz/corpus/<target>/: FUZZ_RUNS (20000) inputs from the fixed seed FUZZ_SEED (1), capped
+#      fuzz/corpus/<target>/ (fuzz_parquet: files the real Parquet writers make at fuzz time): FUZZ_RUNS (20000) inputs from the fixed seed FUZZ_SEED (1), capped
 #      at FUZZ_SECONDS (30) each. libFuzzer's path still differs from run to run (its coverage
 #      feedback is not reproducible, docs/reliability.md), so every finding is kept as a fix and
 #      a committed seed; longer exploration is a separate run (FUZZ_RUNS=-1 FUZZ_SECONDS=600:
@@ -87,7 +87,9 @@ if [[ $WHAT == all || $WHAT == fuzz ]]; then
     # New inputs go to the scratch corpus (first directory), never into the committed seeds; it
     # starts empty, so every run begins from the seeds alone and is the same run.
     rm -rf "$work" && mkdir -p "$work"
-    if $BUILD/fuzz/"$t" "$work" "fuzz/corpus/$t" -seed="$FUZZ_SEED" -runs="$FUZZ_RUNS" -max_total_time="$FUZZ_SECONDS" \
+    local seeds=("fuzz/corpus/$t")
+    [[ -d $BUILD/seeds/$t ]] && seeds+=("$BUILD/seeds/$t")
+    if $BUILD/fuzz/"$t" "$work" "${seeds[@]}" -seed="$FUZZ_SEED" -runs="$FUZZ_RUNS" -max_total_time="$FUZZ_SECONDS" \
          -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
          -artifact_prefix="$BUILD/findings/$t-" >"$BUILD/$t.log" 2>&1; then
       echo "fuzz: $t ok ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$BUILD/$t.log" | grep -o '[0-9]*$') runs)"
@@ -97,8 +99,15 @@ if [[ $WHAT == all || $WHAT == fuzz ]]; then
       return 1
     fi
   }
+  # Parquet seeds come from the real writers at fuzz time (never committed, like the tests'
+  # files): eight small files, every codec, page version and encoding the reader takes.
+  rm -rf $BUILD/seeds && mkdir -p $BUILD/seeds/fuzz_parquet
+  head -n 6 data/fixture/bible_kjv/valid-00000.jsonl >$BUILD/seeds/parquet-in.jsonl
+  scripts/parquet_write.sh write $BUILD/seeds/parquet-in.jsonl $BUILD/seeds/fuzz_parquet >/dev/null
+  rm -f $BUILD/seeds/fuzz_parquet/files.txt
   export -f run_one
   export FUZZ_SECONDS FUZZ_RUNS FUZZ_SEED BUILD
-  ls fuzz/corpus | xargs -P "$FUZZ_JOBS" -I{} bash -c 'run_one {}'
+  # Every target (fuzz/fuzz_*.cpp), each from its committed seeds and any written above.
+  for f in fuzz/fuzz_*.cpp; do basename "$f" .cpp; done | xargs -P "$FUZZ_JOBS" -I{} bash -c 'run_one {}'
   stamp "fuzzing"
 fi
