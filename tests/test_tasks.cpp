@@ -236,6 +236,43 @@ TEST(Tasks, ContinuationTokensFollowTheHarness) {
   EXPECT_EQ(c.seq.size(), 65u);
 }
 
+// A tokenizer whose template starts a document with BOS (Llama 3, Llama 2, Gemma) has the
+// contexts of its task requests start with it too, as tokenize starts its training documents; an
+// empty context is that BOS alone. Without a template, contexts are encoded bare and an empty one
+// is EOS (the harness's prefix token).
+TEST(Tasks, ContextsStartWithTheTemplatesBosAsTrainingDocumentsDo) {
+  TinySetup& s = setup();
+  json j = json::parse(s.tok.to_json());
+  const uint32_t bos = *s.tok.bos();
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", json::parse(R"([{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                 {"Sequence": {"id": "A", "type_id": 0}}])")},
+      {"pair", json::array()},
+      {"special_tokens",
+       {{"<|begin_of_text|>",
+         {{"id", "<|begin_of_text|>"}, {"ids", {bos}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+  const Tokenizer with_bos = Tokenizer::from_json_text(j.dump());
+  ASSERT_EQ(with_bos.template_prefix(), std::vector<uint32_t>{bos});
+  EXPECT_EQ(eval::prefix_token(with_bos), int32_t(bos));
+  EXPECT_EQ(eval::prefix_token(s.tok), int32_t(*s.tok.eos()));
+
+  const eval::LLRequest q = eval::continuation_request(with_bos, "And God ", "said", 64, 0);
+  const auto whole = s.tok.encode("And God said"), ctx = s.tok.encode("And God");
+  std::vector<int32_t> want{int32_t(bos)};
+  want.insert(want.end(), whole.begin(), whole.end());
+  EXPECT_EQ(q.seq, want);
+  EXPECT_EQ(size_t(q.n_score), whole.size() - ctx.size());
+  const eval::LLRequest bare = eval::continuation_request(s.tok, "And God ", "said", 64, 0);
+  EXPECT_EQ(bare.seq, std::vector<int32_t>(whole.begin(), whole.end()));
+
+  const eval::LLRequest empty =
+      eval::continuation_request(with_bos, "", "said", 64, eval::prefix_token(with_bos));
+  ASSERT_FALSE(empty.seq.empty());
+  EXPECT_EQ(empty.seq.front(), int32_t(bos));
+  EXPECT_EQ(empty.seq.size(), 1 + s.tok.encode("said").size());
+}
+
 TEST(Tasks, RollingEqualsOneForwardWhenItFits) {
   TinySetup& s = setup();
   eval::TaskItems t;

@@ -282,7 +282,8 @@ std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
   Rng unused(0);  // greedy sample_token draws nothing
   std::vector<std::string> out;
   for (const std::string& ctx : contexts) {
-    std::vector<uint32_t> ids = tok.encode(ctx);
+    std::vector<uint32_t> ids = tok.template_prefix();  // as continuation_request starts one
+    tok.encode_into(ctx, ids);
     if (ids.empty()) ids = {uint32_t(prefix)};
     if (int64_t(ids.size()) > max_ctx) ids.erase(ids.begin(), ids.end() - max_ctx);
     const std::vector<int32_t> in(ids.begin(), ids.end());

@@ -93,6 +93,7 @@ size_t argmax(const V& v) {  // numpy's: the first maximum
 }  // namespace
 
 int32_t prefix_token(const Tokenizer& tok) {
+  if (!tok.template_prefix().empty()) return int32_t(tok.template_prefix().back());
   if (auto e = tok.eos()) return int32_t(*e);
   if (auto b = tok.bos()) return int32_t(*b);
   fail("tasks: the tokenizer has neither EOS nor BOS: no prefix token for an empty context");
@@ -124,8 +125,12 @@ LLRequest continuation_request(const Tokenizer& tok, std::string_view context,
     c = encode(tok, cont);
     whole.insert(whole.end(), c.begin(), c.end());
   } else {
-    whole = encode(tok, ctx + cont);
-    const size_t nctx = encode(tok, ctx).size();
+    // A tokenizer whose template starts a document (Llama's and Gemma's BOS) starts the context
+    // with it too, as the model saw its training documents (the harness's add_bos_token).
+    whole.assign(tok.template_prefix().begin(), tok.template_prefix().end());
+    const std::vector<int32_t> both = encode(tok, ctx + cont);
+    whole.insert(whole.end(), both.begin(), both.end());
+    const size_t nctx = tok.template_prefix().size() + encode(tok, ctx).size();
     c.assign(whole.begin() + int64_t(std::min(nctx, whole.size())), whole.end());
   }
   MARIN_CHECK(!c.empty(), "tasks: the continuation {:?} has no tokens after its context",

@@ -78,7 +78,9 @@ std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LL
                                            const std::vector<size_t>& item_begin,
                                            dist::Comm* group = nullptr);
 
-// The token an empty context is replaced by: EOS, else BOS (the document separator).
+// The token an empty context is replaced by: the document start of the tokenizer's template
+// (Llama's and Gemma's BOS) when it has one, else EOS, else BOS (the document separator).
+// A non-empty context starts with the template's prefix (continuation_request, generation).
 int32_t prefix_token(const Tokenizer& tok);
 
 // Unicode code points of UTF-8 text (Python's len(str)), for acc_norm.
