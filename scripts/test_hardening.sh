@@ -40,7 +40,9 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/scri
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 
 # Left out of the sanitizer run: the end-to-end runs (each ≥ 10 s in the normal suite: long
-# training, ladder and multi-rank runs, the kill soak, the Node reference tokenizers, the README
+# training, ladder and multi-rank runs, the kill soak, the Node reference tokenizers (tiktoken's and
+# Hugging Face's: the hermetic test_tokenizer_components and fuzz_tokenizer_json keep the
+# pipeline under the sanitizers), the README
 # tour); the statistical coverage checks that refit hundreds of synthetic ladders (200 × the
 # fits the other Interval/Chinchilla tests run once: 518 s under ASan); the report's rendering
 # in Chromium (the browser's work; the report's content has its own tests); and the longest
@@ -52,7 +54,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 # The ranks-disagree test ends its ranks through MPI_Abort, whose Open MPI plugins (dlopened,
 # never unloaded on that path) LeakSanitizer reports without symbols to suppress them by; its
 # agreement check runs under the sanitizers in every other MPI test that trains.
-ASAN_EXCLUDE='^(Train\.(FromTextWithPerDomainEvaluation|SigintSavesAndResumesExactly|SigkillMidWriteResumesFromLastCompleteCheckpoint|SigtermAndSigusr1SaveAndResumeExactly)|LadderCli\.(MacroLossLadderForecastAndCleanComparison|TinyLadderTrainsResumesAndForecasts)|DataParallel\.(LadderRungsAndAForecastTargetOnTwoRanks|KilledRankEndsTheJobAndResumeLosesNothing|EvalAndScoreSplitOverRanksGiveTheSameReport|CheckpointsDoNotKnowTheRankCount)|ExpertParallel\.(Ep2Ep4AndDp2TimesEp2EqualOneProcess|KilledRankMidAllToAllEndsTheJobAndResumeLosesNothing)|GradCheck\.WholeTinyModelPackedDocuments|TokenizerGolden\..*|Soak\..*|readme_tour|(Interval|Chinchilla)\.NinetyPercent.*Of200Ladders|Report\.RendersInHeadlessChromiumWithEveryChartFilled|(DataParallel|ExpertParallel)\.PooledToDroplessSwitchOnResume|DataParallel\.TheMicroBatchFixesTheNumericsTheRankCountDoesNot|LadderCli\.LadderRecordsTasksAndForecastPredictsAMetric|Bf16Train\.EmulatedTinyEndsWithin2PercentOfFp32|RanksAgree\..*|DataParallel\.SigtermToMpirunSavesACheckpointAndResumeLosesNothing)$'
+ASAN_EXCLUDE='^(Train\.(FromTextWithPerDomainEvaluation|SigintSavesAndResumesExactly|SigkillMidWriteResumesFromLastCompleteCheckpoint|SigtermAndSigusr1SaveAndResumeExactly)|LadderCli\.(MacroLossLadderForecastAndCleanComparison|TinyLadderTrainsResumesAndForecasts)|DataParallel\.(LadderRungsAndAForecastTargetOnTwoRanks|KilledRankEndsTheJobAndResumeLosesNothing|EvalAndScoreSplitOverRanksGiveTheSameReport|CheckpointsDoNotKnowTheRankCount)|ExpertParallel\.(Ep2Ep4AndDp2TimesEp2EqualOneProcess|KilledRankMidAllToAllEndsTheJobAndResumeLosesNothing)|GradCheck\.WholeTinyModelPackedDocuments|TokenizerGolden\..*|(Components|Files)/Hf(Variant|Encode|EncodeSpecial)\..*|Soak\..*|readme_tour|(Interval|Chinchilla)\.NinetyPercent.*Of200Ladders|Report\.RendersInHeadlessChromiumWithEveryChartFilled|(DataParallel|ExpertParallel)\.PooledToDroplessSwitchOnResume|DataParallel\.TheMicroBatchFixesTheNumericsTheRankCountDoesNot|LadderCli\.LadderRecordsTasksAndForecastPredictsAMetric|Bf16Train\.EmulatedTinyEndsWithin2PercentOfFp32|RanksAgree\..*|DataParallel\.SigtermToMpirunSavesACheckpointAndResumeLosesNothing)$'
 
 BUILD=build-hardening
 cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
