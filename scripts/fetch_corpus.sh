@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the sources of the multi-domain corpus (docs/corpus.md, ../shared/spec/corpus.md) into
+# Fetches the sources of the multi-domain corpus (docs/corpus.md, docs/corpus_sources.md) into
 # DIR (default ${MARIN_CACHE:-$HOME/.cache/marin}/sources) and runs the decoders and renderers
 # that need outside tools, so that `marin corpus build --sources DIR` only reads plain files:
 #

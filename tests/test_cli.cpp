@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -289,4 +290,23 @@ TEST(Cli, ScoreATokenDirectoryDomainPackedAsValidationPacksIt) {
   r = run("score --checkpoint " + tmp.str("ck") + " --tokens " + tmp.str("rows.bin"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("--tokens is deprecated; use --rows"), std::string::npos) << r.out;
+}
+
+// A clone has no shared spec folder beside it: the contract travels in docs/ (recipe, formats,
+// corpus sources), and nothing in the repository sends a reader outside it.
+TEST(Repository, TheContractTravelsWithTheClone) {
+  namespace fs = std::filesystem;
+  const fs::path root = MARIN_SOURCE_DIR;
+  for (const char* doc : {"docs/recipe.md", "docs/formats.md", "docs/corpus_sources.md"})
+    EXPECT_TRUE(fs::is_regular_file(root / doc)) << doc;
+  EXPECT_NE(marin::read_file((root / "docs/recipe.md").string()).find("## 1. Configuration"),
+            std::string::npos);
+  const std::string outside = std::string("..") + "/shared";  // not itself a match below
+  std::vector<fs::path> files = {root / "README.md"};
+  for (const char* dir : {"docs", "src", "scripts", "tests", "bench", "fuzz", "configs"})
+    for (const auto& e : fs::recursive_directory_iterator(root / dir))
+      if (e.is_regular_file() && e.file_size() < (4u << 20)) files.push_back(e.path());
+  for (const fs::path& f : files)
+    EXPECT_EQ(marin::read_file(f.string()).find(outside), std::string::npos)
+        << f << " points outside the clone";
 }
