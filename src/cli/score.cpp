@@ -70,14 +70,14 @@ int run_score(const ScoreOptions& o) {
   o.dtype.apply();
   Model<float> m(c, B, ModelUse::Inference);
   load_params(o.checkpoint, m.table(), m.params().data(), o.allow_nonfinite);
-  m.transport = Transport::Dropless;  // evaluation is always dropless
   std::vector<int32_t> tok(size_t(B) * c.seq_len), lab(tok.size()), seg(tok.size());
   double sums[3] = {0, 0, 0};  // Σ CE, Σ lse², scored tokens
   for (int64_t r = mine.begin; r < mine.end; r += B) {
     const int nb = int(std::min<int64_t>(B, mine.end - r));
     rows.fill(r, nb, tok.data(), lab.data(), seg.data());
     const LossStats s =
-        m.forward({nb, tok.data(), lab.data(), seg.data(), 0, /*same_weights=*/r > mine.begin});
+        m.forward({nb, tok.data(), lab.data(), seg.data(), 0, /*same_weights=*/r > mine.begin,
+                   /*evaluation=*/true});
     sums[0] += s.ce * double(s.tokens);
     sums[1] += s.z * double(s.tokens);
     sums[2] += double(s.tokens);

@@ -45,7 +45,6 @@ std::vector<Window> plan_windows(uint64_t n, int64_t seq_len, int64_t stride) {
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
                                       const std::function<void(uint64_t)>& progress,
                                       dist::Comm* group) {
-  DroplessScope guard(m);
   const int64_t S = m.config().seq_len;
   const int B = m.max_batch();
   if (stride <= 0) stride = std::max<int64_t>(1, S / 2);
@@ -73,6 +72,7 @@ std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, in
   bool converted = false;  // the weights' bf16 copy: made by the first forward, then reused
   RowPacker packer(B, S, [&](Batch batch, const int64_t* owner) {
     batch.same_weights = std::exchange(converted, true);
+    batch.evaluation = true;  // dropless, recipe §8
     m.forward(batch);
     const float* ce = m.token_ce();
     uint64_t scored = 0;

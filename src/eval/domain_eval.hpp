@@ -50,19 +50,6 @@ struct Window {
 // The windows of a document of n tokens (none when n < 2); see the rule above.
 std::vector<Window> plan_windows(uint64_t n, int64_t seq_len, int64_t stride);
 
-// Forces dropless transport on a model for a scope (evaluation is always dropless, recipe §8)
-// and restores the model's own transport after it.
-struct DroplessScope {
-  Model<float>& m;
-  Transport saved;
-  explicit DroplessScope(Model<float>& model) : m(model), saved(model.transport) {
-    m.transport = Transport::Dropless;
-  }
-  ~DroplessScope() { m.transport = saved; }
-  DroplessScope(const DroplessScope&) = delete;
-  DroplessScope& operator=(const DroplessScope&) = delete;
-};
-
 struct DocScore {
   double ce = 0;             // Σ CE (nats) over the document's predictions
   uint64_t predictions = 0;  // n − 1 for a document of n ≥ 1 tokens

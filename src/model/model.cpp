@@ -166,7 +166,8 @@ LossStats Model<T>::forward(const Batch& b) {
   embed_norm_.forward(embed_.data(), hs_.data(), rows);
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
-                        Dispatch{transport, waves, group, experts_});
+                        Dispatch{b.evaluation ? Transport::Dropless : dispatch_.transport,
+                                 dispatch_.waves, dispatch_.group, experts_});
   final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
   linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);

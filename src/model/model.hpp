@@ -29,6 +29,9 @@ struct Batch {
   // batches of an evaluation): its bf16 copy of them (kernels::WeightCopy) is reused, not
   // converted again. Never set it after the weights changed.
   bool same_weights = false;
+  // An evaluation forward (validation, scoring, tasks): dropless, every assignment computed,
+  // whatever the model's dispatch settings (a capacity limit is a training-time rule).
+  bool evaluation = false;
 };
 
 struct LossStats {
@@ -69,11 +72,11 @@ class Model {
   T* grad(const std::string& name) { return grads_.data() + table_.at(name).offset; }
   void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
 
-  Transport transport = Transport::Dropless;
-  int64_t waves = 3;  // of the pooled transport
-  // The ranks that compute each wave of micro-batches together: a capacity-limited transport
-  // numbers arrivals over all of them (null: this process alone).
-  dist::Comm* group = nullptr;
+  // How training forwards dispatch (docs/distributed.md, "Expert transports"): set by the trainer
+  // at its start and on a transport switch. An evaluation batch (Batch::evaluation) is dropless
+  // whatever they say.
+  void set_dispatch(const DispatchSettings& d) { dispatch_ = d; }
+  const DispatchSettings& dispatch() const { return dispatch_; }
 
   // A training step of `tokens` tokens (the global batch) whose micro-batches are the next
   // forwards: a capacity-limited transport counts its capacity and arrival order over all of
@@ -116,6 +119,7 @@ class Model {
   static int64_t weight_copy_bytes_bound(const ParamTable& table, kernels::Dtype d, ModelUse use);
 
  private:
+  DispatchSettings dispatch_;  // set_dispatch
   static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,
                                 ModelUse use);
 

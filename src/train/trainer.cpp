@@ -239,9 +239,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
     const kernels::DtypeScope in(dtype_);  // the model's memory admission counts its bf16 copy
     model_ = std::make_unique<Model<float>>(o.model, micro_, experts_.get());
   }
-  model_->transport = o.transport;
-  model_->waves = o.waves;
-  model_->group = N > 1 ? comm_ : nullptr;
+  model_->set_dispatch({o.transport, o.waves, N > 1 ? comm_ : nullptr});
   // The regions of the flat buffer and who shares them: the dense tensors all ranks, an expert
   // shard its replicas.
   const ParamTable& table = model_->table();
@@ -483,8 +481,9 @@ LossStats Trainer::forward_backward(bool backward) {
     // Wave w: rank r computes micro-batch w·N + r (a wave is in row order across the ranks).
     const int64_t unit = int64_t(w) * comm_->size() + comm_->rank();
     const size_t at = size_t(unit * micro_ * S);
-    const LossStats s = model_->forward(
-        {micro_, tokens_.data() + at, labels_.data() + at, seg_.data() + at, scored, w > 0});
+    const LossStats s = model_->forward({micro_, tokens_.data() + at, labels_.data() + at,
+                                         seg_.data() + at, scored, w > 0,
+                                         /*evaluation=*/!backward});
     sum.loss += s.loss, sum.ce += s.ce, sum.z += s.z;
     if (!backward) continue;
     for (int64_t l = 0; l < opt_.model.num_layers; ++l) {
@@ -617,17 +616,14 @@ double Trainer::validate() {
   if (!valid_) return -1;
   const kernels::DtypeScope dtype(dtype_);
   const nlohmann::json saved = valid_->state();  // every validation reads the same rows
-  const Transport t = model_->transport;
-  model_->transport = Transport::Dropless;  // evaluation is always dropless
   double ce = 0;
   int64_t n = 0;
   for (int64_t i = 0; i < opt_.eval_batches; ++i) {
     valid_->next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
-    const LossStats s = forward_backward(/*backward=*/false);
+    const LossStats s = forward_backward(/*backward=*/false);  // an evaluation: dropless
     ce += s.ce * double(s.tokens);
     n += s.tokens;
   }
-  model_->transport = t;
   valid_->restore(saved);
   return n > 0 ? ce / double(n) : -1;
 }

@@ -169,7 +169,6 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& t, int32_t p
 
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
                                      const std::vector<size_t>& item_begin, dist::Comm* group) {
-  DroplessScope guard(m);
   const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
   int64_t forwards = 0;  // the packing is the same on every rank; forward k runs on rank k % N
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
@@ -179,6 +178,7 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
   RowPacker packer(B, S, [&](Batch batch, const int64_t* owner) {
     if (forwards++ % ranks != rank) return;
     batch.same_weights = std::exchange(converted, true);
+    batch.evaluation = true;
     m.forward(batch);
     const float* ce = m.token_ce();
     const float* logits = m.logits();

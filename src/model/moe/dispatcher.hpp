@@ -30,6 +30,15 @@ enum class Transport { Dropless, Capacity, Pooled };
 Transport parse_transport(const std::string& name);
 const char* transport_name(Transport t);
 
+// A model's dispatch settings (Model::set_dispatch): the transport, the pooled transport's waves,
+// and the ranks that compute each wave of micro-batches together (a capacity-limited transport
+// numbers arrivals over all of them; null: this process alone).
+struct DispatchSettings {
+  Transport transport = Transport::Dropless;
+  int64_t waves = 3;
+  dist::Comm* group = nullptr;
+};
+
 // How a forward dispatches: the transport, the pooled transport's waves, the ranks that compute a
 // wave of micro-batches together (capacity; null: this process alone), and the expert-parallel
 // group the experts are split over (null: every expert is here).
