@@ -22,7 +22,9 @@
 #       is [{"tokenizer": FILE, "docs": DOCS.jsonl, "ids": OUT, "decoded": OUT, "special": bool}]
 #       (tests/test_tokenizer_hf.cpp's variants of the five files).
 #   scripts/hf_reference.sh bench NAME DOCS.jsonl
-#       Prints the median MB/s of single-threaded encode over DOCS.jsonl (5 runs).
+#       Prints the median MB/s of single-threaded encode over DOCS.jsonl (5 runs, wall time);
+#       on stderr also the median by the process's CPU time (for a loaded machine), and both
+#       for encodeBatch of 256 documents a call (Node's per-call cost amortised; 3 runs).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

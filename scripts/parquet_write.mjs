@@ -10,7 +10,7 @@
 //   n     INT32: the line number (a column of another type)
 // and is named WRITER-CODEC-PAGEVERSION-ENCODING.parquet. OUTDIR/files.txt lists them, one per
 // line. Small row groups and pages, so that every file has several of each. With `bench`, only
-// rust-snappy-v1-dict and rust-zstd-v1-dict, with the writers' default sizes.
+// rust-snappy-v1-plain and rust-zstd-v1-plain, in row groups of 2^20 rows and 1 MiB pages.
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
