@@ -215,6 +215,17 @@ zst = subprocess.run(["zstd", "-c", "-q"], input=lines, capture_output=True, che
 put("fuzz_sources_jsonl", "zstd_two_frames", b"\x01" + zst + zst)
 put("fuzz_sources_jsonl", "zstd_truncated", b"\x02" + zst[: len(zst) // 2])
 
+# The JSONL fast path against the rule (fuzz_jsonl_fast): byte 0 = text field, then one line.
+fast_lines = {
+    "plain": b'{"id":"a","text":"one \\u00e9 \\ud83d\\ude00"}',
+    "nested": b'{"meta":{"body":"two","n":[1,2.5,null,{"k":true}]},"id":null}',
+    "duplicate": b'{"text":"a","m":{"k":1,"k":2}}',
+    "id_number": b'{"text":"a","id":17}',
+    "not_object": b'["text"]',
+}
+for name, line in fast_lines.items():
+    put("fuzz_jsonl_fast", name, (b"\x01" if name == "nested" else b"\x00") + line)
+
 # marin report's view of a run (fuzz_report_run): byte 0 even = metrics.jsonl, odd = run.json,
 # both from the run whose checkpoint RUN_CKPT_DIR is (RUN/checkpoints/step-N).
 run_dir = os.path.dirname(os.path.dirname(os.path.abspath(ckpt)))

@@ -8,7 +8,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
       libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev opencl-headers
       libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libfmt-dev libspdlog-dev libzstd-dev libxxhash-dev libpcre2-dev
-      zlib1g-dev libsnappy-dev libutf8proc-dev ccache
+      zlib1g-dev libsnappy-dev libutf8proc-dev libsimdjson-dev ccache
       libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev python3-numpy python3-matplotlib
       python3-jinja2 python3-yaml python3-torch chromium
       clang libclang-rt-14-dev libomp-14-dev)  # clang: libFuzzer (scripts/test_hardening.sh)

@@ -19,6 +19,7 @@
 #include "data/sources/byte_stream.hpp"
 #include "data/sources/document_source.hpp"
 #include "data/sources/inputs.hpp"
+#include "data/sources/jsonl_fast.hpp"
 #include "data/sources/jsonl_source.hpp"
 #include "data/tokenizer/documents.hpp"
 #include "data/tokenizer/tokenizer.hpp"
@@ -152,6 +153,66 @@ TEST(Jsonl, DottedTextFieldIdFieldAndCountedSkips) {
   o.text_field = "meta..body";
   EXPECT_NE(error_of([&] { documents(t.str("d.jsonl"), o); }).find("--text-field 'meta..body'"),
             std::string::npos);
+}
+
+// The fast path (simdjson) decides a line as the rule does or declines it; it takes the common
+// lines itself (else it would be no faster) and declines every line the policy refuses or reads
+// differently. fuzz_jsonl_fast checks the same on mutated lines.
+TEST(Jsonl, TheFastPathDecidesAsTheRuleOrDeclines) {
+  marin::data::JsonlFastPath fast;
+  const std::vector<std::string> text = {"text"}, nested = {"meta", "body"}, id = {"id"};
+  using R = marin::data::JsonlFastPath::Result;
+  auto decide = [&](const std::string& line, const std::vector<std::string>& path) {
+    std::string t, i;
+    marin::data::JsonlSkip skip;
+    return fast.decide(line, path, id, t, i, skip);
+  };
+  const std::string taken[] = {
+      R"({"text": "plain", "id": "a"})",
+      R"({"id": "x", "text": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/ \b\f\n\r\t \u0000 end"})",
+      R"({"text": "é 漢字 😀", "meta": {"n": [1, 2.5, -0, 1e300, true, null, {"k": []}]}})",
+      R"(  {"text": ""}  )",
+      R"({"text": null, "id": "n"})",
+      R"({"other": 1})",
+      R"({"text": "t", "id": null})",
+      R"({"meta": {"body": "deep"}, "text": 3})",
+      R"({"a": {"x": 1}, "b": {"x": 2}, "text": "same key in two objects"})"};
+  for (const std::string& line : taken) {
+    for (const auto* path : {&text, &nested}) {
+      const std::string why = marin::data::jsonl_fast_disagreement(fast, line, *path, id);
+      EXPECT_EQ(why, "") << line;
+    }
+  }
+  for (const std::string& line : {taken[0], taken[1], taken[2], taken[3], taken[4], taken[5]})
+    EXPECT_NE(decide(line, text), R::declined) << line;
+  EXPECT_EQ(decide(taken[7], nested), R::text);
+
+  std::string deep = R"({"text": "d", "x": )", deep_end = "}";
+  for (size_t i = 0; i < marin::kMaxJsonDepth + 4; ++i) deep += "[", deep_end = "]" + deep_end;
+  const std::string declined[] = {
+      R"({"text": "dup", "text": "twice"})",
+      R"({"text": "x", "m": [{"k": 1, "k": 2}]})",
+      R"({"text": 5})",
+      R"({"text": "x", "id": 12})",
+      R"({"text": "x", "id": {"a": 1}})",
+      R"(["text", "array"])",
+      "\"just a string\"",
+      R"({"text": "lone \udc00 surrogate"})",
+      R"({"text": "x", "n": 1e400})",
+      R"({"text": "x", "n": 123456789012345678901234567890})",
+      "{\"text\": \"raw\ttab\"}",
+      "{\"text\": \"bad \xff utf8\"}",
+      R"({"text": "x"} {"text": "y"})",
+      R"({"text": "unterminated)",
+      deep + "1" + deep_end};
+  for (const std::string& line : declined) {
+    EXPECT_EQ(decide(line, text), R::declined) << line;
+    EXPECT_EQ(marin::data::jsonl_fast_disagreement(fast, line, text, id), "") << line;
+  }
+  // Nesting within the policy's limit is taken.
+  std::string ok = R"({"text": "d", "x": )", ok_end = "}";
+  for (int i = 0; i < 200; ++i) ok += "[", ok_end = "]" + ok_end;
+  EXPECT_EQ(decide(ok + "1" + ok_end, text), R::text);
 }
 
 TEST(Jsonl, BadLinesAreErrorsNamingFileAndLine) {

@@ -7,6 +7,7 @@
 #include "core/json_file.hpp"
 #include "core/utf8.hpp"
 #include "data/sources/byte_stream.hpp"
+#include "data/sources/jsonl_fast.hpp"
 
 namespace marin::data {
 
@@ -76,6 +77,13 @@ const std::string* jsonl_text(std::string_view line, const std::string& file, ui
   return &t->get_ref<const std::string&>();
 }
 
+std::string jsonl_id(const nlohmann::json& j, const std::vector<std::string>& path) {
+  if (path.empty()) return "";
+  const nlohmann::json* id = json_at(j, path);
+  if (!id || id->is_null()) return "";
+  return id->is_string() ? id->get<std::string>() : id->dump();
+}
+
 namespace {
 
 class JsonlSource : public DocumentSource {
@@ -92,16 +100,23 @@ class JsonlSource : public DocumentSource {
     while (lines_.next(line)) {
       if (blank_line(line)) continue;
       JsonlSkip skip;
+      switch (fast_.decide(line, text_, id_, d.text, d.id, skip)) {
+        case JsonlFastPath::Result::text:
+          d.line = lines_.line_no();
+          return true;
+        case JsonlFastPath::Result::skip:
+          ++skipped_[std::string(skip_reason(skip))];
+          continue;
+        case JsonlFastPath::Result::declined:  // the rule's own path: a document or its error
+          break;
+      }
       const std::string* t = jsonl_text(line, in_->name(), lines_.line_no(), text_, j_, skip);
       if (!t) {
         ++skipped_[std::string(skip_reason(skip))];
         continue;
       }
       d.text = *t;
-      d.id.clear();
-      if (!id_.empty())
-        if (const nlohmann::json* id = json_at(j_, id_))
-          d.id = id->is_string() ? id->get<std::string>() : id->is_null() ? "" : id->dump();
+      d.id = jsonl_id(j_, id_);
       d.line = lines_.line_no();
       return true;
     }
@@ -115,6 +130,7 @@ class JsonlSource : public DocumentSource {
   LineReader lines_;
   std::vector<std::string> text_, id_;
   nlohmann::json j_;
+  JsonlFastPath fast_;
 };
 
 bool ends_with(std::string_view s, std::string_view suffix) {

@@ -31,6 +31,10 @@ const std::string* jsonl_text(std::string_view line, const std::string& file, ui
 // The value at `path` in `j`, or null when a component is missing.
 const nlohmann::json* json_at(const nlohmann::json& j, const std::vector<std::string>& path);
 
+// A document's id (--id-field): the string at `path`; "" when the path is empty, missing or null;
+// any other value as its JSON text.
+std::string jsonl_id(const nlohmann::json& j, const std::vector<std::string>& path);
+
 SourceFormat jsonl_format();
 // JSONL documents of a (possibly compressed) stream: for tests and fuzz targets.
 std::unique_ptr<DocumentSource> jsonl_source(std::unique_ptr<class ByteStream> in,
