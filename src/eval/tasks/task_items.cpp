@@ -47,6 +47,30 @@ const char* output_type_name(OutputType t) {
 
 namespace {
 
+// A directory for the renderer's files: this process's own under the temporary directory,
+// removed when it goes out of scope whatever the renderer or the reader says, or the caller's
+// (`given`, kept).
+class ScratchDir {
+ public:
+  explicit ScratchDir(std::string_view name, const fs::path& given = {})
+      : path_(given.empty() ? fs::temp_directory_path() / fmt::format("marin-{}-{}", name, getpid())
+                            : given),
+        owned_(given.empty()) {
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (owned_) fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  bool owned_;
+};
+
 const std::vector<std::string>& metrics_of(OutputType t) {
   static const std::vector<std::string> mc{"acc", "acc_norm"}, ll{"perplexity", "acc"},
       roll{"word_perplexity", "byte_perplexity", "bits_per_byte"}, gen{"exact_match"};
@@ -297,16 +321,8 @@ TaskItems load_task(const std::string& yaml, const RenderOptions& o) {
               "{}: not found: the task renderer needs /usr/bin/python3 "
               "with python3-jinja2 and python3-yaml (scripts/setup.sh)",
               o.python);
-  fs::path dir = o.out_dir;
-  if (dir.empty()) dir = fs::temp_directory_path() / fmt::format("marin-tasks-{}", getpid());
-  fs::create_directories(dir);
-  struct Cleanup {  // the temporary directory goes, whatever the renderer or reader says
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
-    }
-  } cleanup{o.out_dir.empty() ? dir : fs::path()};
+  const ScratchDir scratch("tasks", o.out_dir);
+  const fs::path& dir = scratch.path();
   const std::string out = (dir / (fs::path(yaml).stem().string() + ".rendered.jsonl")).string();
   const std::string err_file = out + ".stderr";
   std::vector<std::string> args{
@@ -355,15 +371,8 @@ json run_task_results(const TaskItems& t, const json& request) {
               t.file, t.name);
   const RenderOptions& o = *t.task_code;
   const std::string yaml = t.header.value("source", std::string());
-  const fs::path dir = fs::temp_directory_path() / fmt::format("marin-task-results-{}", getpid());
-  fs::create_directories(dir);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{dir};
+  const ScratchDir scratch("task-results");
+  const fs::path& dir = scratch.path();
   const std::string in = (dir / "in.json").string(), out = (dir / "out.json").string();
   write_file_atomic(in, request.dump());
   std::vector<std::string> args{o.python, o.script, "results", yaml, "--in", in, "--out", out};
@@ -387,15 +396,8 @@ namespace {
 json task_index(const std::vector<std::string>& dirs) {
   const std::string script = render_script_path();
   const RenderOptions o;
-  const fs::path tmp = fs::temp_directory_path() / fmt::format("marin-task-index-{}", getpid());
-  fs::create_directories(tmp);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{tmp};
+  const ScratchDir scratch("task-index");
+  const fs::path& tmp = scratch.path();
   const std::string out = (tmp / "index.json").string(), err_file = (tmp / "stderr").string();
   std::vector<std::string> args{o.python, script, "index"};
   args.insert(args.end(), dirs.begin(), dirs.end());
