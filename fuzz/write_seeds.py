@@ -215,6 +215,13 @@ zst = subprocess.run(["zstd", "-c", "-q"], input=lines, capture_output=True, che
 put("fuzz_sources_jsonl", "zstd_two_frames", b"\x01" + zst + zst)
 put("fuzz_sources_jsonl", "zstd_truncated", b"\x02" + zst[: len(zst) // 2])
 
+# The document seam's text reader (fuzz_sources_text): byte 0 = options, then the file's bytes.
+text = "In the beginning God created the heaven and the earth.\n".encode()
+put("fuzz_sources_text", "plain", b"\x00" + text)
+put("fuzz_sources_text", "gzip", b"\x02" + gzip.compress(text))
+put("fuzz_sources_text", "zstd_small_limit", b"\x05" + zst)
+put("fuzz_sources_text", "nul_byte", b"\x00" + text + b"\x00")
+
 # The JSONL fast path against the rule (fuzz_jsonl_fast): byte 0 = text field, then one line.
 fast_lines = {
     "plain": b'{"id":"a","text":"one \\u00e9 \\ud83d\\ude00"}',
