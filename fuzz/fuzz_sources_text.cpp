@@ -10,8 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* names[] = {"fuzz.txt", "fuzz.txt.gz", "fuzz.txt.zst", "fuzz.md"};
   marin::data::SourceOptions o;
   o.max_doc_bytes = (data[0] & 1) ? 64 : 16u << 20;
-  const std::string path = marin::fuzz::input_file(names[(data[0] >> 1) & 3],
-                                                   marin::fuzz::as_text(data + 1, size - 1));
+  const std::string path =
+      marin::fuzz::input_file(names[(data[0] >> 1) & 3], marin::fuzz::as_text(data + 1, size - 1));
   marin::fuzz::refuse_or_accept([&] {
     auto src = marin::data::open_source(path, "text", o);
     marin::data::Document d;
