@@ -191,8 +191,8 @@ TEST(FiniteLoaders, NonFiniteWeightsAreRefusedByName) {
   r = run("sample --checkpoint " + ck + " --prompt 'In the beginning' --max-tokens 4");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(named), std::string::npos) << r.out;
-  r = run("train --init " + ck + " --steps 2 --batch 4 --rows " + tmp.str("rows.bin") +
-          " --out " + tmp.str("init"));
+  r = run("train --init " + ck + " --steps 2 --batch 4 --rows " + tmp.str("rows.bin") + " --out " +
+          tmp.str("init"));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(named), std::string::npos) << r.out;
   // For forensics the weights load with a warning.

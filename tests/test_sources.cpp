@@ -189,22 +189,21 @@ TEST(Jsonl, TheFastPathDecidesAsTheRuleOrDeclines) {
 
   std::string deep = R"({"text": "d", "x": )", deep_end = "}";
   for (size_t i = 0; i < marin::kMaxJsonDepth + 4; ++i) deep += "[", deep_end = "]" + deep_end;
-  const std::string declined[] = {
-      R"({"text": "dup", "text": "twice"})",
-      R"({"text": "x", "m": [{"k": 1, "k": 2}]})",
-      R"({"text": 5})",
-      R"({"text": "x", "id": 12})",
-      R"({"text": "x", "id": {"a": 1}})",
-      R"(["text", "array"])",
-      "\"just a string\"",
-      R"({"text": "lone \udc00 surrogate"})",
-      R"({"text": "x", "n": 1e400})",
-      R"({"text": "x", "n": 123456789012345678901234567890})",
-      "{\"text\": \"raw\ttab\"}",
-      "{\"text\": \"bad \xff utf8\"}",
-      R"({"text": "x"} {"text": "y"})",
-      R"({"text": "unterminated)",
-      deep + "1" + deep_end};
+  const std::string declined[] = {R"({"text": "dup", "text": "twice"})",
+                                  R"({"text": "x", "m": [{"k": 1, "k": 2}]})",
+                                  R"({"text": 5})",
+                                  R"({"text": "x", "id": 12})",
+                                  R"({"text": "x", "id": {"a": 1}})",
+                                  R"(["text", "array"])",
+                                  "\"just a string\"",
+                                  R"({"text": "lone \udc00 surrogate"})",
+                                  R"({"text": "x", "n": 1e400})",
+                                  R"({"text": "x", "n": 123456789012345678901234567890})",
+                                  "{\"text\": \"raw\ttab\"}",
+                                  "{\"text\": \"bad \xff utf8\"}",
+                                  R"({"text": "x"} {"text": "y"})",
+                                  R"({"text": "unterminated)",
+                                  deep + "1" + deep_end};
   for (const std::string& line : declined) {
     EXPECT_EQ(decide(line, text), R::declined) << line;
     EXPECT_EQ(marin::data::jsonl_fast_disagreement(fast, line, text, id), "") << line;

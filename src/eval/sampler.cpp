@@ -77,7 +77,9 @@ template int32_t sample_token<float>(const float*, int64_t, const SamplingOption
 template int32_t sample_token<double>(const double*, int64_t, const SamplingOptions&, Rng&,
                                       const uint8_t*);
 
-size_t utf8_complete_prefix(std::string_view s) { return utf8::complete_prefix(s); }
+size_t utf8_complete_prefix(std::string_view s) {
+  return utf8::complete_prefix(s);
+}
 
 // ---- the decoder ----
 

@@ -102,14 +102,12 @@ void sigmoid_gate_fwd(const T* r, T* g, T* out, i64 n) {
 template <class T>
 void sigmoid_gate_bwd(const T* dout, const T* r, const T* g, T* dr, T* dg_logit, i64 n) {
   for_blocks(n, [&](i64 i0, i64 len) {
-    if constexpr (std::is_same_v<T, float>)
-      HWY_DYNAMIC_DISPATCH(cpu::SigmoidGateBwdF32)
-      (dout + i0, r + i0, g + i0, dr + i0, dg_logit + i0, len);
-    else
-      for (i64 i = i0; i < i0 + len; ++i) {
-        dr[i] = dout[i] * g[i];
-        dg_logit[i] = dout[i] * r[i] * g[i] * (T(1) - g[i]);
-      }
+    if constexpr (std::is_same_v<T, float>) HWY_DYNAMIC_DISPATCH(cpu::SigmoidGateBwdF32)
+    (dout + i0, r + i0, g + i0, dr + i0, dg_logit + i0, len);
+    else for (i64 i = i0; i < i0 + len; ++i) {
+      dr[i] = dout[i] * g[i];
+      dg_logit[i] = dout[i] * r[i] * g[i] * (T(1) - g[i]);
+    }
   });
 }
 
