@@ -7,11 +7,11 @@
 #include <random>
 #include <vector>
 
-#include "dist/comm.hpp"
-#include "dist/exact_sum.hpp"
 #include "kernels/gates.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/optim.hpp"
+#include "parallel/comm.hpp"
+#include "parallel/exact_sum.hpp"
 
 namespace mk = marin::kernels;
 
@@ -146,18 +146,18 @@ void BM_ToBf16Rows(benchmark::State& st) {
 
 }  // namespace
 
-// The exact gradient sum of one process (dist::ExactSum::reduce): four micro-batch partials of
+// The exact gradient sum of one process (parallel::ExactSum::reduce): four micro-batch partials of
 // a 4M-element gradient in 16 tensors, as a training step sums them. Bytes: the partials read
 // twice (maximum, fixed-point sum), the integer sums written and read once, the result written.
 void BM_ExactSum(benchmark::State& st) {
   constexpr int64_t n = int64_t(1) << 22, tensors = 16, parts = 4;
   std::vector<std::vector<float>> grads;
   for (int p = 0; p < parts; ++p) grads.push_back(randv(size_t(n), unsigned(10 + p), 1e-3f));
-  std::vector<marin::dist::Segment> segs;
+  std::vector<marin::parallel::Segment> segs;
   for (int64_t t = 0; t < tensors; ++t) segs.push_back({t * (n / tensors), n / tensors});
-  auto comm = marin::dist::make_local_comm();
-  marin::dist::ExactSum sum(segs, n, {{{0, n}, nullptr, {{0, n}}}});
-  std::vector<marin::dist::Partial> partials;
+  auto comm = marin::parallel::make_local_comm();
+  marin::parallel::ExactSum sum(segs, n, {{{0, n}, nullptr, {{0, n}}}});
+  std::vector<marin::parallel::Partial> partials;
   for (auto& g : grads) partials.push_back({g.data(), {0, n}});
   std::vector<float> out(static_cast<size_t>(n));
   for (auto _ : st) benchmark::DoNotOptimize(sum.reduce(partials, parts, *comm, out.data()));

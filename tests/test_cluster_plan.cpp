@@ -8,7 +8,7 @@
 
 #include "cli_util.hpp"
 #include "model/accounting.hpp"
-#include "model/cluster_plan.hpp"
+#include "plan/cluster_plan.hpp"
 
 using namespace marin;
 using marin::testing::error_of;

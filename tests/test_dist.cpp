@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "cli_util.hpp"
@@ -532,19 +533,33 @@ TEST(DataParallel, LadderRungsAndAForecastTargetOnTwoRanks) {
   EXPECT_TRUE(final_weights(tmp.str("target1")) == final_weights(tmp.str("target2")));
 }
 
-TEST(Layout, MpiOnlyInDistAndTrainDoesNotIncludeScaling) {
+// The layers of docs/architecture.md, lowest first: a file may include its own folder and the
+// folders of lower layers only (folders of one layer do not include each other), so no include
+// runs up the layers. MPI is in parallel/ alone.
+TEST(Layout, NoIncludeRunsUpTheLayersAndMpiIsInParallelAlone) {
+  const std::map<std::string, int> layer = {
+      {"core", 0},   {"kernels", 1}, {"parallel", 2}, {"data", 3},  {"model", 3},
+      {"optim", 4},  {"plan", 5},    {"eval", 5},     {"train", 6}, {"scaling", 7},
+      {"export", 7}, {"report", 8},  {"cli", 9},      {"embed", -1}};  // embed: generated text
   const fs::path src = fs::path(MARIN_SOURCE_DIR) / "src";
   int files = 0;
   for (auto& e : fs::recursive_directory_iterator(src)) {
     if (!e.is_regular_file()) continue;
     const std::string rel = fs::relative(e.path(), src).string();
+    const std::string folder = rel.substr(0, rel.find('/'));
+    ASSERT_TRUE(layer.count(folder)) << rel << ": a folder with no layer: add it to this test";
     const std::string text = marin::read_file(e.path().string());
     ++files;
-    if (rel.rfind("dist/", 0) != 0) {
+    if (folder != "parallel") {
       EXPECT_EQ(text.find("<mpi.h>"), std::string::npos) << rel;
     }
-    if (rel.rfind("train/", 0) == 0) {
-      EXPECT_EQ(text.find("#include \"scaling/"), std::string::npos) << rel;
+    for (size_t at = text.find("#include \""); at != std::string::npos;
+         at = text.find("#include \"", at + 1)) {
+      const size_t begin = at + 10, slash = text.find('/', begin), end = text.find('"', begin);
+      if (slash == std::string::npos || slash > end) continue;  // a file beside this one
+      const std::string to = text.substr(begin, slash - begin);
+      if (to == folder || !layer.count(to)) continue;
+      EXPECT_LT(layer.at(to), layer.at(folder)) << rel << " includes " << to << "/: up the layers";
     }
   }
   EXPECT_GT(files, 50);

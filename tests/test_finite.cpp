@@ -60,7 +60,7 @@ TEST(FiniteCheck, NamesTheFirstNonFiniteTensor) {
   const marin::ModelConfig c = marin::ModelConfig::preset("tiny");
   const marin::ParamTable t(c);
   marin::Buffer<float> x(size_t(t.total()));
-  const marin::dist::Range all{0, t.total()};
+  const marin::parallel::Range all{0, t.total()};
   EXPECT_EQ(marin::first_nonfinite_tensor(t, x.data(), all), -1);
   const marin::ParamInfo& head = t.at("lm_head");
   x[size_t(head.offset + head.size - 1)] = INFINITY;

@@ -13,8 +13,8 @@
 #include "core/utf8.hpp"
 #include "data/mixture.hpp"
 #include "data/text_corpus.hpp"
-#include "model/cluster_hw.hpp"
 #include "model/config.hpp"
+#include "plan/cluster_hw.hpp"
 #include "scaling/ladder.hpp"
 
 namespace utf8 = marin::utf8;

@@ -423,7 +423,7 @@ TEST(Gemm, FloatMatchesDouble) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The exact gradient sum's arithmetic (dist::ExactSum) is bit for bit its scalar definition on
+// The exact gradient sum's arithmetic (parallel::ExactSum) is bit for bit its scalar definition on
 // every ISA: ties to even, magnitudes near 2^62, denormals, non-finite values in the vector body
 // and in the tail, lengths that are not a multiple of any vector.
 // The sum of squares of every hyperball radius: one fixed order on every ISA (16 partial sums,

@@ -19,7 +19,6 @@
 #include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "data/tokenizer/bench.hpp"
-#include "dist/comm.hpp"
 #include "eval/sampler.hpp"
 #include "kernels/kernels.hpp"
 #include "model/accounting.hpp"
@@ -27,6 +26,7 @@
 #include "optim/hparams.hpp"
 #include "optim/newton_schulz.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/comm.hpp"
 #include "train/trainer.hpp"
 
 namespace marin::cli {
@@ -83,7 +83,7 @@ double process_cpu_seconds() {
 }
 
 nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
-  dist::Comm& world = dist::world();
+  parallel::Comm& world = parallel::world();
   std::string dir = world.is_root() ? fmt::format("{}/marin-bench-{}",
                                                   fs::temp_directory_path().string(), getpid())
                                     : "";
@@ -208,7 +208,7 @@ int bench_model(BenchOptions o) {
   const ModelConfig c = o.model.resolve();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
-  dist::Comm& world = dist::world();
+  parallel::Comm& world = parallel::world();
   // The ceiling: this machine's measured FMA peak, on every rank at once (so that ranks sharing
   // cores measure what they share).
   const kernels::PeakResult peak = kernels::measure_fma_peak(threads);

@@ -19,12 +19,12 @@
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
-#include "dist/comm.hpp"
 #include "eval/contamination.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "eval/tasks/task_scorer.hpp"
+#include "parallel/comm.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin::cli {
@@ -131,7 +131,7 @@ std::optional<eval::NgramIndex> build_index(const EvalArgs& a,
   io.target_fp = a.fp_rate;
   io.max_bytes = uint64_t(a.bloom_mb * double(1 << 20));
   io.threads = a.threads;
-  io.progress = !a.quiet && dist::world().is_root();
+  io.progress = !a.quiet && parallel::world().is_root();
   return eval::build_ngram_index(*train, io);
 }
 
@@ -197,7 +197,7 @@ int run_eval(EvalArgs a) {
   o.threshold = a.threshold;
   // Under mpirun the documents are split over the ranks; every rank gets the whole report and
   // rank 0 prints it.
-  dist::Comm& world = dist::world();
+  parallel::Comm& world = parallel::world();
   o.group = &world;
   o.progress = !a.quiet && world.is_root();
   const eval::EvalReport rep = eval::evaluate_domains(m, o);
@@ -290,11 +290,11 @@ int run_task_eval(const EvalArgs& a) {
   o.log_samples = a.log_samples;
   o.shared_context = a.shared_context;
   o.bootstrap_iters = a.bootstrap_iters;
-  o.progress = !a.quiet && dist::world().is_root();
-  o.group = &dist::world();  // under mpirun the forward passes are split over the ranks
+  o.progress = !a.quiet && parallel::world().is_root();
+  o.group = &parallel::world();  // under mpirun the forward passes are split over the ranks
   eval::TaskResults r = eval::score_tasks(m, tok, tasks, o);
   r.groups = groups;
-  if (!dist::world().is_root()) return 0;
+  if (!parallel::world().is_root()) return 0;
   fmt::print("checkpoint {} (seq_len {}), tokenizer {}\n", a.checkpoint, cfg.seq_len, tok_path);
   if (index)
     fmt::print("contamination audit: {}-grams of {} (from {}): {} n-grams\n", index->n,

@@ -17,9 +17,9 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
-#include "dist/comm.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/threads.hpp"
+#include "parallel/comm.hpp"
 
 namespace {
 // OpenMP's default wait spins idle threads for up to 300,000 iterations (and forever under
@@ -103,16 +103,16 @@ int main(int argc, char** argv) {
   marin::kernels::set_compute_threads(threads_given ? threads_now : idle_cores(), threads_given);
   // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
   // collective for it): print this rank's message and abort the whole job.
-  namespace dist = marin::dist;
+  namespace parallel = marin::parallel;
   auto failed = [](const char* kind, const char* what, int code) {
-    const bool many = dist::launched_by_mpi() && dist::world().size() > 1;
+    const bool many = parallel::launched_by_mpi() && parallel::world().size() > 1;
     if (many)
-      fmt::print(stderr, "marin: {} on rank {} of {}: {}\n", kind, dist::world().rank(),
-                 dist::world().size(), what);
+      fmt::print(stderr, "marin: {} on rank {} of {}: {}\n", kind, parallel::world().rank(),
+                 parallel::world().size(), what);
     else
       fmt::print(stderr, "marin: {}: {}\n", kind, what);
-    if (many) dist::world().abort(code);
-    dist::finalize();
+    if (many) parallel::world().abort(code);
+    parallel::finalize();
     return code;
   };
   int rc = 0;
@@ -129,6 +129,6 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return failed("internal error", e.what(), 2);
   }
-  dist::finalize();
+  parallel::finalize();
   return rc;
 }

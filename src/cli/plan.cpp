@@ -9,9 +9,9 @@
 #include "core/error.hpp"
 #include "core/limits.hpp"
 #include "model/accounting.hpp"
-#include "model/cluster_plan.hpp"
 #include "model/model.hpp"
 #include "optim/hparams.hpp"
+#include "plan/cluster_plan.hpp"
 
 namespace marin::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "cli/options.hpp"
 #include "data/loader.hpp"
 #include "data/token_rows.hpp"
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 #include "train/checkpoint.hpp"
 
 namespace marin::cli {
@@ -64,8 +64,8 @@ class ScoreRows {
 int run_score(const ScoreOptions& o) {
   const ModelConfig c = load_config(o.checkpoint);
   ScoreRows rows(o, c);
-  dist::Comm& world = dist::world();
-  const dist::Range mine = dist::split_evenly(rows.total(), world.size(), world.rank());
+  parallel::Comm& world = parallel::world();
+  const parallel::Range mine = parallel::split_evenly(rows.total(), world.size(), world.rank());
   const int B = int(std::max<int64_t>(1, std::min<int64_t>(o.batch, mine.size())));
   o.dtype.apply();
   Model<float> m(c, B, ModelUse::Inference);

@@ -13,7 +13,7 @@
 #include "data/sources/token_import.hpp"
 #include "data/sources/tokenize_inputs.hpp"
 #include "data/tokenizer/tokenizer.hpp"
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 
 namespace {
 
@@ -60,7 +60,7 @@ int run(const Options& o) {
     marin::fail(
         "--domain, --domain-from, --format and --valid-fraction apply to --in; --corpus reads "
         "its domains and splits from its layout");
-  marin::dist::Comm& world = marin::dist::world();
+  marin::parallel::Comm& world = marin::parallel::world();
   if (world.size() > 1 && (o.inputs.empty() || marin::data::is_token_format(o.format)))
     marin::fail(
         "tokenize {}: runs in one process; under mpirun only --in with text, JSONL or "

@@ -44,7 +44,7 @@ std::vector<Window> plan_windows(uint64_t n, int64_t seq_len, int64_t stride) {
 
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
                                       const std::function<void(uint64_t)>& progress,
-                                      dist::Comm* group) {
+                                      parallel::Comm* group) {
   const int64_t S = m.config().seq_len;
   const int B = m.max_batch();
   if (stride <= 0) stride = std::max<int64_t>(1, S / 2);

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.hpp"
 #include "eval/contamination.hpp"
 #include "model/model.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin::eval {
 
@@ -60,7 +60,7 @@ struct DocScore {
 // per-document sums are all-reduced, so every rank returns the same scores as one process.
 std::vector<DocScore> score_documents(Model<float>& m, const DocTokens& docs, int64_t stride,
                                       const std::function<void(uint64_t)>& progress = {},
-                                      dist::Comm* group = nullptr);
+                                      parallel::Comm* group = nullptr);
 
 struct EvalOptions {
   std::string token_dir;             // `marin tokenize` output (manifest.json + shards)
@@ -81,7 +81,7 @@ struct EvalOptions {
   const NgramIndex* index = nullptr;  // training n-grams: enables the audit (needs corpus)
   double threshold = 0.0;             // contaminated when overlap fraction > threshold
   bool progress = true;               // progress line on stderr (a terminal only)
-  dist::Comm* group = nullptr;        // ranks that split the documents (null: this process)
+  parallel::Comm* group = nullptr;    // ranks that split the documents (null: this process)
 };
 
 // Sums over a set of documents.

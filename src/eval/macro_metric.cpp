@@ -75,7 +75,7 @@ MacroEvaluator::MacroEvaluator(MacroMetric metric, uint64_t tokenizer_hash)
       io);
 }
 
-EvalReport MacroEvaluator::evaluate(Model<float>& m, dist::Comm* group) const {
+EvalReport MacroEvaluator::evaluate(Model<float>& m, parallel::Comm* group) const {
   EvalOptions o;
   o.token_dir = metric_.token_dir;
   o.corpus = metric_.corpus;

@@ -44,7 +44,7 @@ class MacroEvaluator {
   // checked against the token shards at every evaluation.
   explicit MacroEvaluator(MacroMetric metric, uint64_t tokenizer_hash = 0);
   // group: ranks that split the documents (null: this process).
-  EvalReport evaluate(Model<float>& m, dist::Comm* group = nullptr) const;
+  EvalReport evaluate(Model<float>& m, parallel::Comm* group = nullptr) const;
   const MacroMetric& metric() const { return metric_; }
 
  private:

@@ -275,7 +275,7 @@ void embedding_fwd(const T* table, const int32_t* ids, T* out, i64 rows, i64 d);
 template <class T>
 void embedding_bwd(const T* dout, const int32_t* ids, T* dtable, i64 rows, i64 d);
 
-// ---- the exact gradient sum's arithmetic (cpu/fixed_point.cpp; dist::ExactSum) ----
+// ---- the exact gradient sum's arithmetic (cpu/fixed_point.cpp; parallel::ExactSum) ----
 // Bit for bit the scalar definitions on every ISA. max |x_i|, or +Inf when any x_i is NaN or ±Inf.
 float max_abs(const float* x, i64 n);
 // acc[i] = Σ_p llrint(double(xs[p][i]) · scale) over the np arrays (0 when np = 0); `scale` is a

@@ -17,7 +17,7 @@ void take_shard(const ParamTable& full, const T* in, const ParamTable& local, T*
 }
 
 void gather_shards(const ParamTable& local, const float* in, const ParamTable& full, float* out,
-                   dist::Comm& ep) {
+                   parallel::Comm& ep) {
   const bool root = ep.is_root();
   const int P = ep.size();
   MARIN_CHECK(P == local.expert_shard().ranks,

@@ -4,8 +4,8 @@
 // dense tensors, then this rank's slice of every routed-expert stack). A stack [E, rows, cols] is
 // split along its leading expert dimension, so rank j's slice is one contiguous block of the full
 // tensor: converting is a copy per tensor, and gathering is one gatherv per stack.
-#include "dist/comm.hpp"
 #include "model/params.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 
@@ -18,6 +18,6 @@ void take_shard(const ParamTable& full, const T* in, const ParamTable& local, T*
 // tensor — the dense ones from itself, each stack assembled from all shards. `out` may be null
 // on the other ranks.
 void gather_shards(const ParamTable& local, const float* in, const ParamTable& full, float* out,
-                   dist::Comm& ep);
+                   parallel::Comm& ep);
 
 }  // namespace marin

@@ -7,8 +7,8 @@
 
 #include "core/error.hpp"
 #include "core/limits.hpp"
-#include "dist/comm.hpp"
 #include "kernels/loss.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 
@@ -20,7 +20,7 @@ const ModelConfig& validated(const ModelConfig& c) {
   return c;
 }
 
-ExpertShard shard_of(dist::Comm* experts) {
+ExpertShard shard_of(parallel::Comm* experts) {
   return experts ? ExpertShard{experts->size(), experts->rank()} : ExpertShard{};
 }
 
@@ -66,7 +66,7 @@ int64_t Model<T>::weight_copy_bytes_bound(const ParamTable& table, kernels::Dtyp
 }
 
 template <class T>
-Model<T>::Model(const ModelConfig& c, int max_batch, dist::Comm* experts, ModelUse use)
+Model<T>::Model(const ModelConfig& c, int max_batch, parallel::Comm* experts, ModelUse use)
     : cfg_(validated(c)),
       experts_(experts && experts->size() > 1 ? experts : nullptr),
       table_(c, shard_of(experts_)),

@@ -50,7 +50,7 @@ class Model {
  public:
   // experts: the expert-parallel group this rank's shard of the experts belongs to (null or one
   // rank: every expert here). See ParamTable and docs/distributed.md.
-  Model(const ModelConfig& c, int max_batch, dist::Comm* experts = nullptr,
+  Model(const ModelConfig& c, int max_batch, parallel::Comm* experts = nullptr,
         ModelUse use = ModelUse::Training);
   Model(const ModelConfig& c, int max_batch, ModelUse use) : Model(c, max_batch, nullptr, use) {}
   ~Model();
@@ -67,7 +67,7 @@ class Model {
   // region); the expert region of grads() stays zero. Empty without expert parallelism.
   Buffer<T>& source_grads() { return source_grads_; }
   int64_t expert_region_size() const { return table_.total() - table_.expert_begin(); }
-  dist::Comm* experts_group() const { return experts_; }
+  parallel::Comm* experts_group() const { return experts_; }
   T* param(const std::string& name) { return params_.data() + table_.at(name).offset; }
   T* grad(const std::string& name) { return grads_.data() + table_.at(name).offset; }
   void init(uint64_t seed) { table_.initialize(params_.data(), seed); }
@@ -124,7 +124,7 @@ class Model {
                                 ModelUse use);
 
   ModelConfig cfg_;
-  dist::Comm* experts_;
+  parallel::Comm* experts_;
   ParamTable table_;
   int max_batch_, S_, B_ = 0;
   Buffer<T> params_, grads_, source_grads_;

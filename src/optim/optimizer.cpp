@@ -27,8 +27,8 @@ double update_cost(const ParamInfo& p, const OptimConfig& cfg) {
 // Contiguous runs of `region`, one per rank, with about equal cost; each run starts at the
 // offset of its first tensor (padding belongs to the run before), the last ends at the region's
 // end.
-std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& cfg,
-                                       dist::Range region, int n) {
+std::vector<parallel::Range> split_by_cost(const ParamTable& t, const OptimConfig& cfg,
+                                           parallel::Range region, int n) {
   auto inside = [&](const ParamInfo& p) {
     return p.offset >= region.begin && p.offset < region.end;
   };
@@ -47,7 +47,7 @@ std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& c
     while (r < n && acc >= total * double(r) / double(n)) starts[size_t(r++)] = p.offset;
     acc += update_cost(p, cfg);
   }
-  std::vector<dist::Range> out;
+  std::vector<parallel::Range> out;
   for (size_t q = 0; q < size_t(n); ++q)
     out.push_back({starts[q], std::max(starts[q], starts[q + 1])});
   return out;
@@ -59,20 +59,20 @@ std::vector<dist::Range> split_by_cost(const ParamTable& t, const OptimConfig& c
 // per-matrix sums are all-gathered (rank j holds matrices j·n … (j+1)·n − 1) and added in matrix
 // order, as one process holding the whole stack adds them.
 struct Optimizer::ExpertStackSum final : optim::StackSum {
-  explicit ExpertStackSum(dist::Comm& c) : ep(c) {}
+  explicit ExpertStackSum(parallel::Comm& c) : ep(c) {}
   double total(const double* per_matrix, i64 n) const override {
     std::vector<double> all(size_t(n) * size_t(ep.size()));
     ep.allgather(per_matrix, n, all.data());
     return std::accumulate(all.begin(), all.end(), 0.0);  // in matrix order
   }
-  dist::Comm& ep;
+  parallel::Comm& ep;
 };
 
-Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg, dist::Comm* group)
+Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg, parallel::Comm* group)
     : Optimizer(table, cfg, {ParamRegion{{0, table.total()}, group}}, nullptr) {}
 
 Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
-                     std::vector<ParamRegion> regions, dist::Comm* experts)
+                     std::vector<ParamRegion> regions, parallel::Comm* experts)
     : table_(table), cfg_(cfg) {
   if (cfg.kind != "muonh" && cfg.kind != "adamw")
     fail("unknown optimizer '{}' (expected muonh or adamw)", cfg.kind);

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "core/buffer.hpp"
-#include "dist/comm.hpp"
 #include "model/params.hpp"
 #include "optim/adam.hpp"
 #include "optim/muonh.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 
@@ -43,8 +43,8 @@ struct OptimConfig {
 // A region of the flat parameter buffer and the ranks that hold the same values there (null:
 // this process alone).
 struct ParamRegion {
-  dist::Range range;
-  dist::Comm* group = nullptr;
+  parallel::Range range;
+  parallel::Comm* group = nullptr;
 };
 
 struct LearningRates {
@@ -54,11 +54,11 @@ struct LearningRates {
 class Optimizer {
  public:
   // group: the data-parallel ranks that share the update (null: this process does all of it).
-  Optimizer(const ParamTable& table, const OptimConfig& cfg, dist::Comm* group = nullptr);
+  Optimizer(const ParamTable& table, const OptimConfig& cfg, parallel::Comm* group = nullptr);
   // regions: the table's regions in order, covering [0, total()); experts: the expert-parallel
   // group (null without expert parallelism).
   Optimizer(const ParamTable& table, const OptimConfig& cfg, std::vector<ParamRegion> regions,
-            dist::Comm* experts);
+            parallel::Comm* experts);
   ~Optimizer();
   const OptimConfig& config() const { return cfg_; }
   void set_config(const OptimConfig& cfg) { cfg_ = cfg; }  // e.g. a fork that changes the horizon
@@ -77,11 +77,11 @@ class Optimizer {
   // Per region: the consecutive ranges of it that the ranks of its group update.
   struct Region {
     ParamRegion where;
-    std::vector<dist::Range> shards;      // per rank of the group
+    std::vector<parallel::Range> shards;  // per rank of the group
     std::vector<int64_t> counts, displs;  // the shards as a gather's counts and displacements
     int rank = 0;                         // this rank in the group
     int64_t state_at = 0;                 // where this rank's shard starts in its m/v buffers
-    dist::Range own() const { return shards[size_t(rank)]; }
+    parallel::Range own() const { return shards[size_t(rank)]; }
   };
   const std::vector<Region>& regions() const { return regions_; }
   // True when this rank updates the tensor starting at `offset`.

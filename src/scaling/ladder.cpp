@@ -22,10 +22,10 @@
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
-#include "dist/comm.hpp"
 #include "kernels/kernels.hpp"
 #include "model/accounting.hpp"
 #include "optim/hparams.hpp"
+#include "parallel/comm.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/run_lock.hpp"
@@ -672,7 +672,7 @@ CurveEvaluator macro_loss_curve(const eval::MacroMetric& metric, const std::stri
       const std::string cache = ckpt + "/macro_eval.json";
       // Rank 0 reads the cache and tells the others, so all ranks agree on evaluating (which
       // is collective: the documents are split over them).
-      dist::Comm& world = dist::world();
+      parallel::Comm& world = parallel::world();
       std::string cached;
       if (world.is_root() && fs::exists(cache)) {
         const auto c = try_parse_json(read_file(cache));  // a stale or torn cache is recomputed
@@ -799,7 +799,7 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
   if (o.out.empty()) fail("marin ladder: no output directory");
   cfg.finalize();
   // Every rank trains every rung together (data parallel); rank 0 alone writes files and talks.
-  dist::Comm& world = dist::world();
+  parallel::Comm& world = parallel::world();
   const bool root = world.is_root();
   std::error_code ec;
   // One ladder at a time in a directory (a second one would train the same rungs at once); each

@@ -28,7 +28,7 @@ void copy_into(Buffer<float>& dst, const Buffer<float>& src) {
 
 }  // namespace
 
-int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, dist::Range range,
+int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, parallel::Range range,
                                int64_t base) {
   const auto& ps = table.params();
   for (size_t i = 0; i < ps.size(); ++i) {
@@ -71,7 +71,7 @@ void UpdateGuard::restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>
 }
 
 std::string UpdateGuard::check(const ParamTable& table, const float* params, const float* m,
-                               const float* v, std::span<const Owned> own, dist::Comm& comm) {
+                               const float* v, std::span<const Owned> own, parallel::Comm& comm) {
   // Encoded as 3·tensor + buffer so one Min all-reduce gives every rank the same, first, culprit.
   int64_t code = LLONG_MAX;
   const float* bufs[3] = {params, m, v};
@@ -83,7 +83,7 @@ std::string UpdateGuard::check(const ParamTable& table, const float* params, con
       if (t >= 0) code = std::min(code, 3 * t + b);
     }
   }
-  code = comm.allreduce(code, dist::Op::Min);
+  code = comm.allreduce(code, parallel::Op::Min);
   if (code == LLONG_MAX) return "";
   const std::string& name = table.params()[size_t(code / 3)].name;
   static const char* const kWhat[3] = {"parameter", "optimizer state m of", "optimizer state v of"};

@@ -9,15 +9,15 @@
 #include <string>
 
 #include "core/buffer.hpp"
-#include "dist/comm.hpp"
 #include "model/params.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 
 // The index (into table.params()) of the first tensor whose offset lies in `range` and which
 // holds a NaN or Inf, or -1. Element i of tensor p is read at x[p.offset - base + i], so `x` may
 // be a shard of the parameter layout that starts at `base` (an optimizer shard's m or v).
-int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, dist::Range range,
+int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, parallel::Range range,
                                int64_t base = 0);
 
 // Refuses (marin::Error naming `what` and the tensor) a full parameter buffer holding a NaN or
@@ -34,7 +34,7 @@ class UpdateGuard {
 
   // This rank's shard of one region of the table, and where its m/v start in the shard buffers.
   struct Owned {
-    dist::Range range;
+    parallel::Range range;
     int64_t state_at = 0;
   };
   // Collective over `comm`: checks the parameters this rank updated (tensors starting in its
@@ -43,7 +43,7 @@ class UpdateGuard {
   // all ranks decide alike), e.g. "parameter 'lm_head'" or "optimizer state v of
   // 'blocks.0.attn.q'".
   static std::string check(const ParamTable& table, const float* params, const float* m,
-                           const float* v, std::span<const Owned> own, dist::Comm& comm);
+                           const float* v, std::span<const Owned> own, parallel::Comm& comm);
 
  private:
   Buffer<float> params_, m_, v_;

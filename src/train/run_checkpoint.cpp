@@ -48,7 +48,7 @@ int64_t step_of(const fs::path& p) {
 void require_finite_state(const std::string& what, const ParamTable& table, const float* params,
                           const Buffer<float>& m, const Buffer<float>& v) {
   require_finite_params(table, params, what);
-  const dist::Range all{0, table.total()};
+  const parallel::Range all{0, table.total()};
   for (const auto& [name, buf] : {std::pair{"m", &m}, std::pair{"v", &v}})
     if (const int64_t t = first_nonfinite_tensor(table, buf->data(), all); t >= 0)
       fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", what, name,
@@ -167,7 +167,7 @@ void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
   const SafetensorsFile f = read_safetensors(ckpt_dir + "/optimizer.safetensors");
   const Tensor& tm = f.at("m", std::vector<int64_t>{n});
   const Tensor& tv = f.at("v", std::vector<int64_t>{n});
-  const dist::Range all{0, n};
+  const parallel::Range all{0, n};
   for (const auto& [name, t] : {std::pair{"m", &tm}, std::pair{"v", &tv}})
     if (const int64_t bad = first_nonfinite_tensor(table, t->data.data(), all); bad >= 0)
       fail("{}/optimizer.safetensors: optimizer state {} of tensor '{}' holds a NaN or Inf",

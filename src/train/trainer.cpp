@@ -21,7 +21,6 @@
 #include "data/mixture.hpp"
 #include "data/shards.hpp"
 #include "data/tokenizer/tokenizer.hpp"
-#include "dist/agreement.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/macro_metric.hpp"
 #include "eval/tasks/task_items.hpp"
@@ -31,6 +30,7 @@
 #include "kernels/threads.hpp"
 #include "model/expert_shard.hpp"
 #include "model/moe/router_stats.hpp"
+#include "parallel/agreement.hpp"
 #include "train/checkpoint.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_lock.hpp"
@@ -76,7 +76,7 @@ struct GroupNorms {
 // Over the tensors this rank updates (its optimizer shards: each tensor, or each expert shard of
 // one, is updated by exactly one rank), then summed over all ranks.
 GroupNorms group_norms(const ParamTable& t, const float* x, const Optimizer& opt,
-                       dist::Comm& comm) {
+                       parallel::Comm& comm) {
   GroupNorms g;
   for (auto& p : t.params()) {
     if (!opt.owns(p.offset)) continue;
@@ -89,16 +89,16 @@ GroupNorms group_norms(const ParamTable& t, const float* x, const Optimizer& opt
 // The cross-rank reductions of QB balancing over the data-parallel group.
 class CommQBReducer final : public QBReducer {
  public:
-  explicit CommQBReducer(dist::Comm& c) : c_(c) {}
+  explicit CommQBReducer(parallel::Comm& c) : c_(c) {}
   void reduce_range(QBRange& r) override {
-    c_.allreduce(&r.lo, 1, dist::Op::Min);
-    c_.allreduce(&r.max, 1, dist::Op::Max);
+    c_.allreduce(&r.lo, 1, parallel::Op::Min);
+    c_.allreduce(&r.max, 1, parallel::Op::Max);
   }
   void reduce_counts(int64_t* counts, int64_t n) override { c_.allreduce(counts, n); }
   int64_t reduce_tokens(int64_t local) override { return c_.allreduce(local); }
 
  private:
-  dist::Comm& c_;
+  parallel::Comm& c_;
 };
 
 // Keeps the lines of RUN/metrics.jsonl for steps before `step` (the checkpoint a run resumes
@@ -180,15 +180,15 @@ std::unique_ptr<BatchSource> make_batch_source(const nlohmann::json& spec, const
   fail("unknown data source kind '{}' in {}", kind, spec.dump());
 }
 
-void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
+void Trainer::setup(const TrainOptions& o, const std::string& run_dir, parallel::Comm* comm,
                     bool fresh) {
   opt_ = o;
   run_dir_ = run_dir;
-  comm_ = comm ? comm : &dist::world();
+  comm_ = comm ? comm : &parallel::world();
   const int N = comm_->size();
   // Before the first collective that depends on an option: ranks launched with different
   // options end here, naming them, instead of waiting for each other forever.
-  dist::require_agreement(*comm_, o.to_json(), "options");
+  parallel::require_agreement(*comm_, o.to_json(), "options");
   if (o.batch <= 0) fail("--batch must be positive, got {}", o.batch);
   // The micro-batch is a property of the run (the unit of the exact gradient sum), not of the
   // rank count (a checkpoint from before it was recorded gets the default).
@@ -251,11 +251,11 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
   for (auto& p : partials_) p.resize(size_t(table.total()));
   expert_partials_.resize(ep() > 1 ? size_t(local_units_ - 1) : 0);
   for (auto& p : expert_partials_) p.resize(model_->source_grads().size());
-  std::vector<dist::Segment> segments;
+  std::vector<parallel::Segment> segments;
   for (auto& p : table.params()) segments.push_back({p.offset, p.size});
-  std::vector<dist::SumRegion> sums;
+  std::vector<parallel::SumRegion> sums;
   for (auto& r : optimizer_->regions()) sums.push_back({r.where.range, r.where.group, r.shards});
-  grad_sum_ = std::make_unique<dist::ExactSum>(segments, table.total(), sums);
+  grad_sum_ = std::make_unique<parallel::ExactSum>(segments, table.total(), sums);
   data_ = make_batch_source(o.data, o);
   if (!data_) fail("no training data given (--rows or --data)");
   // A run that needs more rows than its data holds repeats them: say so (or refuse).
@@ -288,7 +288,7 @@ void Trainer::setup(const TrainOptions& o, const std::string& run_dir, dist::Com
 }
 
 Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir,
-                 dist::Comm* comm) {
+                 parallel::Comm* comm) {
   TrainOptions opts = o;
   opts.resolve_hparams();
   // The checkpoint's model is checked before anything (data included) is sized from the options.
@@ -308,11 +308,11 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
   }
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm* comm,
+std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, parallel::Comm* comm,
                                          const ResumeChanges& changes) {
   const std::vector<std::string> ckpts = checkpoint_dirs(run_dir);
   if (ckpts.empty()) fail("{}: no complete checkpoint to resume from", run_dir);
-  dist::Comm& c = comm ? *comm : dist::world();
+  parallel::Comm& c = comm ? *comm : parallel::world();
   // One lock for every attempt below (a failed attempt's trainer must not release it).
   std::shared_ptr<RunLock> lock;
   if (c.is_root()) lock = claim_run_dir(run_dir, /*fresh=*/false, /*overwrite=*/false);
@@ -332,7 +332,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, dist::Comm*
 }
 
 std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
-                                              const std::string& run_dir, dist::Comm* comm,
+                                              const std::string& run_dir, parallel::Comm* comm,
                                               const ResumeChanges& changes,
                                               std::shared_ptr<RunLock> lock) {
   RunState st = read_run_state(ckpt_dir);
@@ -385,7 +385,7 @@ std::unique_ptr<Trainer> Trainer::resume_from(const std::string& ckpt_dir,
 }
 
 std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::string& run_dir,
-                                       const TrainOptions& changed, dist::Comm* comm) {
+                                       const TrainOptions& changed, parallel::Comm* comm) {
   RunState st = read_run_state(ckpt_dir);
   if (changed.model.to_json() != st.options.model.to_json()) {
     // Only non-structural model fields may change on a fork (capacity factor, z-loss, ...).
@@ -513,7 +513,7 @@ std::string Trainer::check_update() {
   // roll back must still be taken by every rank).
   std::vector<UpdateGuard::Owned> owned;
   for (auto& r : optimizer_->regions()) owned.push_back({r.own(), r.state_at});
-  const dist::Range own = owned.front().range;
+  const parallel::Range own = owned.front().range;
   if (comm_->rank() == comm_->size() - 1 && own.end > own.begin) {
     for (int64_t s : opt_.inject_nan_param_steps)
       if (s == step_) model_->params()[size_t(own.begin)] = std::nanf("");
@@ -542,8 +542,9 @@ StepResult Trainer::train_step() {
   // the shard (one piece per source rank).
   Timer tc;
   const ParamTable& table = model_->table();
-  const dist::Range dense{0, table.expert_begin()}, experts{table.expert_begin(), table.total()};
-  std::vector<dist::Partial> parts;
+  const parallel::Range dense{0, table.expert_begin()},
+      experts{table.expert_begin(), table.total()};
+  std::vector<parallel::Partial> parts;
   for (int w = 0; w < local_units_; ++w) {
     const bool last = w + 1 == local_units_;
     parts.push_back({last ? grads.data() : partials_[size_t(w)].data(), dense});
@@ -781,7 +782,7 @@ TrainResult Trainer::run() {
     // Stop together: a signal may reach only some ranks, and each rank's clock differs.
     int stop[3] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s,
                    !metrics_error_.empty()};
-    comm_->allreduce(stop, 3, dist::Op::Max);
+    comm_->allreduce(stop, 3, parallel::Op::Max);
     if (stop[0] || stop[1] || stop[2]) {
       res.last_checkpoint = save_checkpoint();
       res.interrupted = true;

@@ -1,8 +1,8 @@
 #pragma once
 // The training loop. One step (Trainer::train_step) is: the next global batch → this rank's
 // micro-batches → forward/backward of each → their gradients summed exactly over micro-batches
-// and ranks (dist::ExactSum; each rank receives its optimizer shard) → global finite check → the
-// sharded optimizer (parameters all-gathered) → QB bias from global histograms. Around it run()
+// and ranks (parallel::ExactSum; each rank receives its optimizer shard) → global finite check →
+// the sharded optimizer (parameters all-gathered) → QB bias from global histograms. Around it run()
 // calls the hooks (validation, per-domain evaluation, anything a caller adds, e.g.
 // scaling::ForecastHook), writes metrics and checkpoints (rank 0), and handles faults: non-finite
 // steps are skipped and reported; SIGINT, SIGTERM and SIGUSR1 save a checkpoint and exit cleanly on
@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "data/batch_source.hpp"
-#include "dist/comm.hpp"
-#include "dist/exact_sum.hpp"
 #include "kernels/kernels.hpp"
 #include "model/model.hpp"
 #include "model/moe/qb_balance.hpp"
 #include "model/moe/router_stats.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/comm.hpp"
+#include "parallel/exact_sum.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/run_lock.hpp"
@@ -82,14 +82,14 @@ class Trainer {
   // A new run in run_dir (created), optionally starting from a model checkpoint (`init_dir`).
   // `comm`: the data-parallel group (default: the job's world).
   Trainer(const TrainOptions& o, const std::string& run_dir, const std::string& init_dir = "",
-          dist::Comm* comm = nullptr);
+          parallel::Comm* comm = nullptr);
   // Continues the run in run_dir from its newest complete checkpoint, with `changes` (the
   // transport switch is recorded in the run's lineage).
-  static std::unique_ptr<Trainer> resume(const std::string& run_dir, dist::Comm* comm = nullptr,
+  static std::unique_ptr<Trainer> resume(const std::string& run_dir, parallel::Comm* comm = nullptr,
                                          const ResumeChanges& changes = {});
   // A new run in run_dir that starts from a checkpoint with some options changed.
   static std::unique_ptr<Trainer> fork(const std::string& ckpt_dir, const std::string& run_dir,
-                                       const TrainOptions& changed, dist::Comm* comm = nullptr);
+                                       const TrainOptions& changed, parallel::Comm* comm = nullptr);
   ~Trainer();
 
   TrainResult run();
@@ -116,7 +116,7 @@ class Trainer {
   // What the GEMMs compute in: opt_.dtype ("auto", ...) resolved on this CPU at setup.
   kernels::Dtype dtype() const { return dtype_; }
   int64_t step() const { return step_; }
-  dist::Comm& comm() { return *comm_; }
+  parallel::Comm& comm() { return *comm_; }
   bool is_root() const { return comm_->is_root(); }
   // Rank 0 appends a line to RUN/metrics.jsonl (other ranks do nothing).
   void write_metrics(const nlohmann::json& j);
@@ -125,11 +125,11 @@ class Trainer {
   Trainer() = default;
   // resume() from one checkpoint, after checking its state (run_state_check.hpp).
   static std::unique_ptr<Trainer> resume_from(const std::string& ckpt_dir,
-                                              const std::string& run_dir, dist::Comm* comm,
+                                              const std::string& run_dir, parallel::Comm* comm,
                                               const ResumeChanges& changes,
                                               std::shared_ptr<RunLock> lock);
   // fresh: a new run (a run directory holding a run is refused, or moved aside on overwrite).
-  void setup(const TrainOptions& o, const std::string& run_dir, dist::Comm* comm,
+  void setup(const TrainOptions& o, const std::string& run_dir, parallel::Comm* comm,
              bool fresh = true);
   // Runs forward (+ backward) over this rank's micro-batches of the global batch in
   // tokens_/labels_/seg_ (gradients of all but the last into partials_, the last in the model's
@@ -145,19 +145,19 @@ class Trainer {
 
   TrainOptions opt_;
   std::string run_dir_;
-  dist::Comm* comm_ = nullptr;
+  parallel::Comm* comm_ = nullptr;
   kernels::Dtype dtype_ = kernels::Dtype::fp32;
-  int micro_ = 0, units_ = 0, local_units_ = 0;     // rows per micro-batch; micro-batches per step,
-                                                    // and per rank
-  std::unique_ptr<dist::Comm> experts_, replicas_;  // --ep > 1: this rank's expert-parallel
-                                                    // group and the replicas of its shard
-  std::unique_ptr<ParamTable> full_table_;          // the one-process layout (checkpoints)
+  int micro_ = 0, units_ = 0, local_units_ = 0;  // rows per micro-batch; micro-batches per step,
+                                                 // and per rank
+  std::unique_ptr<parallel::Comm> experts_, replicas_;  // --ep > 1: this rank's expert-parallel
+                                                        // group and the replicas of its shard
+  std::unique_ptr<ParamTable> full_table_;              // the one-process layout (checkpoints)
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_, valid_;
   std::vector<Buffer<float>> partials_;         // gradients of this rank's earlier micro-batches
   std::vector<Buffer<float>> expert_partials_;  // --ep > 1: their expert gradients, per source
-  std::unique_ptr<dist::ExactSum> grad_sum_;
+  std::unique_ptr<parallel::ExactSum> grad_sum_;
   std::shared_ptr<RunLock> lock_;  // rank 0: RUN/run.lock, held for the trainer's life
   UpdateGuard update_guard_;       // the state before this step's update, to undo a non-finite one
   std::unique_ptr<QBReducer> qb_reducer_;

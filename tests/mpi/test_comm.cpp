@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "dist/comm.hpp"
 #include "model/config.hpp"
 #include "model/expert_shard.hpp"
 #include "model/model.hpp"
@@ -20,13 +19,14 @@
 #include "model/params.hpp"
 #include "model/pooled_capacity.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/comm.hpp"
 
 using namespace marin;
-using dist::Comm;
+using parallel::Comm;
 
 namespace {
 Comm& W() {
-  return dist::world();
+  return parallel::world();
 }
 }  // namespace
 
@@ -42,8 +42,8 @@ TEST(Comm, AllreduceSumMaxMinInPlace) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = double(r + 1) * double(i);
   W().allreduce(x.data(), int64_t(x.size()));
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], double(n * (n + 1) / 2) * double(i));
-  EXPECT_EQ(W().allreduce(int64_t(r), dist::Op::Max), n - 1);
-  EXPECT_EQ(W().allreduce(float(r) + 0.5f, dist::Op::Min), 0.5f);
+  EXPECT_EQ(W().allreduce(int64_t(r), parallel::Op::Max), n - 1);
+  EXPECT_EQ(W().allreduce(float(r) + 0.5f, parallel::Op::Min), 0.5f);
 }
 
 TEST(Comm, BroadcastString) {
@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS();
   // A failure on any rank fails every rank's exit code (mpirun reports the first non-zero one).
-  rc = dist::world().allreduce(rc, dist::Op::Max);
-  dist::finalize();
+  rc = parallel::world().allreduce(rc, parallel::Op::Max);
+  parallel::finalize();
   return rc;
 }

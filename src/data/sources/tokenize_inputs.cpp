@@ -19,8 +19,8 @@
 #include "data/sources/inputs.hpp"
 #include "data/sources/split_rule.hpp"
 #include "data/tokenizer/tokenizer.hpp"
-#include "dist/agreement.hpp"
-#include "dist/comm.hpp"
+#include "parallel/agreement.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin::data {
 
@@ -240,7 +240,7 @@ TokenManifest tokenize_inputs(const Tokenizer& tok, const TokenizeInputsOptions&
                      {"valid_fraction", o.valid_fraction},
                      {"tokenizer", hex64(tok.hash())}};
     for (const Planned& p : files) settings["files"].push_back(file_state(p, tok));
-    dist::require_agreement(*o.group, settings, "tokenize");
+    parallel::require_agreement(*o.group, settings, "tokenize");
   }
   const std::vector<int> owner = assign_files(files, ranks);
   fs::create_directories(fs::path(o.out) / ".tokenize");

@@ -10,7 +10,7 @@
 #include "data/shards.hpp"
 #include "data/sources/document_source.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 class Comm;
 }
 
@@ -30,7 +30,7 @@ struct TokenizeInputsOptions {
   uint64_t shard_tokens = uint64_t(1) << 24;  // a token shard is cut after this many tokens
   // Under mpirun: the ranks share the input files (balanced by size), each writes the shards and
   // state of its files, and rank 0 writes the one manifest. Null: this process does everything.
-  dist::Comm* group = nullptr;
+  parallel::Comm* group = nullptr;
 };
 
 // Writes <out>/<domain>/<split>-FFFFF-PPPP.tok (file F of the inputs, piece P) and

@@ -12,11 +12,11 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "dist/comm.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/row_packer.hpp"
 #include "eval/tasks/generation.hpp"
 #include "model/decode_cache.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin::eval {
 using json = nlohmann::json;
@@ -168,7 +168,7 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& t, int32_t p
 }
 
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
-                                     const std::vector<size_t>& item_begin, dist::Comm* group) {
+                                     const std::vector<size_t>& item_begin, parallel::Comm* group) {
   const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
   int64_t forwards = 0;  // the packing is the same on every rank; forward k runs on rank k % N
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
@@ -214,8 +214,8 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
     std::vector<double> ll(out.size());
     std::vector<int32_t> greedy(out.size());
     for (size_t q = 0; q < out.size(); ++q) ll[q] = out[q].ll, greedy[q] = out[q].greedy;
-    group->allreduce(ll.data(), int64_t(ll.size()), dist::Op::Sum);
-    group->allreduce(greedy.data(), int64_t(greedy.size()), dist::Op::Min);
+    group->allreduce(ll.data(), int64_t(ll.size()), parallel::Op::Sum);
+    group->allreduce(greedy.data(), int64_t(greedy.size()), parallel::Op::Min);
     for (size_t q = 0; q < out.size(); ++q) out[q] = {ll[q], greedy[q] != 0};
   }
   return out;
@@ -223,7 +223,7 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
 
 std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LLRequest>& reqs,
                                            const std::vector<size_t>& item_begin,
-                                           dist::Comm* group) {
+                                           parallel::Comm* group) {
   const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
   const int64_t V = m.config().vocab_size;
   std::vector<LLResult> out(reqs.size());
@@ -276,8 +276,8 @@ std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LL
     std::vector<double> ll(out.size());
     std::vector<int32_t> greedy(out.size());
     for (size_t q = 0; q < out.size(); ++q) ll[q] = out[q].ll, greedy[q] = out[q].greedy;
-    group->allreduce(ll.data(), int64_t(ll.size()), dist::Op::Sum);
-    group->allreduce(greedy.data(), int64_t(greedy.size()), dist::Op::Min);
+    group->allreduce(ll.data(), int64_t(ll.size()), parallel::Op::Sum);
+    group->allreduce(greedy.data(), int64_t(greedy.size()), parallel::Op::Min);
     for (size_t q = 0; q < out.size(); ++q)
       if (decoded[q]) out[q] = {ll[q], greedy[q] != 0};
   }

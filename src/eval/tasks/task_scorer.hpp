@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.hpp"
-#include "dist/comm.hpp"
 #include "eval/contamination.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "model/model.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin::eval {
 
@@ -66,7 +66,7 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& tokens, int3
 // the results are all-reduced: every rank returns exactly the one-process result.
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
                                      const std::vector<size_t>& item_begin,
-                                     dist::Comm* group = nullptr);
+                                     parallel::Comm* group = nullptr);
 
 // The same results through the decoding cache (Model::decode): an item whose requests share
 // their context (every multiple-choice item whose sequences were not cut differently by the left
@@ -76,7 +76,7 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
 // to float rounding (the decoder's logits equal the forward's).
 std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LLRequest>& reqs,
                                            const std::vector<size_t>& item_begin,
-                                           dist::Comm* group = nullptr);
+                                           parallel::Comm* group = nullptr);
 
 // The token an empty context is replaced by: the document start of the tokenizer's template
 // (Llama's and Gemma's BOS) when it has one, else EOS, else BOS (the document separator).
@@ -99,7 +99,7 @@ struct TaskOptions {
   bool progress = true;
   // Ranks that split the forward passes (null: this process). Collective: every rank of the group
   // scores the same tasks with the same options and gets the whole result.
-  dist::Comm* group = nullptr;
+  parallel::Comm* group = nullptr;
 };
 
 struct MetricValue {

@@ -1,4 +1,4 @@
-// The arithmetic of the exact gradient sum (dist::ExactSum, docs/distributed.md "Determinism"):
+// The arithmetic of the exact gradient sum (parallel::ExactSum, docs/distributed.md "Determinism"):
 // a tensor's largest magnitude, the 64-bit fixed-point sum of its partial gradients and the one
 // rounding back to float. Compiled per Highway target; every target computes exactly what the
 // scalar definition says (llrint in the default rounding mode, i.e. to nearest even, and

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "dist/comm.hpp"
 #include "model/pooled_capacity.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 

@@ -20,7 +20,7 @@
 
 #include "core/buffer.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 class Comm;
 }
 
@@ -36,7 +36,7 @@ const char* transport_name(Transport t);
 struct DispatchSettings {
   Transport transport = Transport::Dropless;
   int64_t waves = 3;
-  dist::Comm* group = nullptr;
+  parallel::Comm* group = nullptr;
 };
 
 // How a forward dispatches: the transport, the pooled transport's waves, the ranks that compute a
@@ -45,10 +45,10 @@ struct DispatchSettings {
 struct Dispatch {
   Transport transport = Transport::Dropless;
   int64_t waves = 3;
-  dist::Comm* group = nullptr;
-  dist::Comm* experts = nullptr;
-  Dispatch(Transport t = Transport::Dropless, int64_t w = 3, dist::Comm* g = nullptr,
-           dist::Comm* ep = nullptr)
+  parallel::Comm* group = nullptr;
+  parallel::Comm* experts = nullptr;
+  Dispatch(Transport t = Transport::Dropless, int64_t w = 3, parallel::Comm* g = nullptr,
+           parallel::Comm* ep = nullptr)
       : transport(t), waves(w), group(g), experts(ep) {}
   int64_t expert_shards() const;
 };

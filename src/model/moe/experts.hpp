@@ -4,7 +4,7 @@
 // blocks, block b holding rows for local expert b mod E_loc from source b div E_loc (one source
 // in one process; the sending ranks of the expert-parallel group under an all-to-all), and each
 // block is one GEMM. A block's weight gradient goes to its source's gradient set, so the
-// gradient of each micro-batch stays a separate partial (dist::ExactSum sums them exactly).
+// gradient of each micro-batch stays a separate partial (parallel::ExactSum sums them exactly).
 #include <vector>
 
 #include "core/buffer.hpp"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 

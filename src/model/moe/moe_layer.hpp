@@ -20,7 +20,7 @@ namespace marin {
 // table's expert region, which starts at `region_begin`).
 template <class T>
 struct ExpertPlacement {
-  dist::Comm* group = nullptr;
+  parallel::Comm* group = nullptr;
   std::vector<T*> source_grads;
   int64_t region_begin = 0;
   int ranks() const;

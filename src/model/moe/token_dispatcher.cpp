@@ -5,8 +5,8 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
-#include "dist/comm.hpp"
 #include "kernels/moe.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 
@@ -54,7 +54,7 @@ void LocalDispatcher<T>::dispatch_backward(const T* dxg, T* dz) {
 }
 
 template <class T>
-AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, dist::Comm& ep)
+AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, parallel::Comm& ep)
     : ep_(ep), l_(c.latent_dim), E_loc_(c.num_experts / ep.size()), local_(c, max_rows) {
   const size_t P = size_t(ep.size());
   send_counts_.resize(P * size_t(E_loc_));

@@ -88,7 +88,7 @@ template <class T>
 class AllToAllDispatcher final : public TokenDispatcher<T> {
  public:
   // ep: the expert-parallel group (rank j holds experts j·E/P … (j+1)·E/P − 1).
-  AllToAllDispatcher(const ModelConfig& c, i64 max_rows, dist::Comm& ep);
+  AllToAllDispatcher(const ModelConfig& c, i64 max_rows, parallel::Comm& ep);
   ExpertRows<T> dispatch(const Routing<T>& r, const T* z, i64 rows, const Dispatch& d,
                          double capacity_factor) override;
   void combine(const Routing<T>& r, T* R) override;
@@ -105,7 +105,7 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
  private:
   // Rows (ℓ each) from the sender's expert order to the owners (forward) or back (reverse).
   void exchange(const T* send, T* recv, bool forward);
-  dist::Comm& ep_;
+  parallel::Comm& ep_;
   i64 l_ = 0, E_loc_ = 0;
   LocalDispatcher<T> local_;  // the plan, the gather into expert order and the weighted sums
   ExpertRows<T> sent_;        // the local dispatch: rows in the order of their (global) expert

@@ -1,4 +1,4 @@
-#include "dist/agreement.hpp"
+#include "parallel/agreement.hpp"
 
 #include <fmt/core.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 
 namespace {
 
@@ -53,4 +53,4 @@ void require_agreement(Comm& c, const nlohmann::json& settings, std::string_view
          what, names);
 }
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

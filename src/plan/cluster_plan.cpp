@@ -1,6 +1,6 @@
 // The planner's arithmetic. Every count comes from the accounting module or the parameter table;
 // the assumptions (sharding, precisions, passes, efficiencies) are in docs/cluster_planner.md.
-#include "model/cluster_plan.hpp"
+#include "plan/cluster_plan.hpp"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 namespace {
 
 MPI_Datatype mpi_type(DType t) {
@@ -164,4 +164,4 @@ void finalize_mpi() {
   if (!finalized) MPI_Finalize();
 }
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

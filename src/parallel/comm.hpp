@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace marin::dist {
+namespace marin::parallel {
 
 enum class DType { F32, F64, I64, I32, U8 };
 enum class Op { Sum, Max, Min };
@@ -146,4 +146,4 @@ struct Range {
 };
 Range split_evenly(int64_t n, int size, int rank);
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

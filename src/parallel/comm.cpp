@@ -1,12 +1,12 @@
 // The one-process communicator, the launcher detection and the world group.
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -109,4 +109,4 @@ void finalize() {
   if (w && w->backend() == "mpi") finalize_mpi();
 }
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

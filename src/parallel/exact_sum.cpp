@@ -1,4 +1,4 @@
-#include "dist/exact_sum.hpp"
+#include "parallel/exact_sum.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "kernels/kernels.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 
 ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions)
     : segs_(std::move(segments)), regions_(std::move(regions)), max_(segs_.size(), 0.0) {
@@ -79,4 +79,4 @@ bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& wo
   return true;
 }
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "model/cluster_hw.hpp"
 #include "model/config.hpp"
 #include "model/pooled_capacity.hpp"
+#include "plan/cluster_hw.hpp"
 
 namespace marin {
 

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 
 // Compares `settings` (a JSON object: the options as run.json records them) on every rank of `c`
 // with rank 0's, leaf by leaf. Where any rank differs, every rank throws the same marin::Error
@@ -19,4 +19,4 @@ namespace marin::dist {
 // A collective: every rank of `c` must call it. Costs one broadcast and one small allreduce.
 void require_agreement(Comm& c, const nlohmann::json& settings, std::string_view what);
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

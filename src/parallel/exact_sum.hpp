@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/buffer.hpp"
-#include "dist/comm.hpp"
+#include "parallel/comm.hpp"
 
-namespace marin::dist {
+namespace marin::parallel {
 
 //
 // Expert parallelism splits the buffer into regions summed over different groups: the dense
@@ -64,4 +64,4 @@ class ExactSum {
   Buffer<int64_t> acc_;
 };
 
-}  // namespace marin::dist
+}  // namespace marin::parallel

@@ -1,6 +1,6 @@
 // Reads a hardware file through core/toml_file: the fields are few and flat, and every message
 // names the file (and line) and the dotted field.
-#include "model/cluster_hw.hpp"
+#include "plan/cluster_hw.hpp"
 
 #include <fmt/ranges.h>
 
