@@ -117,7 +117,7 @@ void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
       "{:.2f} s; DP all-reduce {} in {:.2f} s\n",
       p.hbm_s, p.ns_s, bytes(p.fsdp_bytes), p.fsdp_s, bytes(p.dp_bytes), p.dp_s);
   fmt::print(
-      "               serial = compute + communication (the hero ran collectives without "
+      "               serial = compute + communication (the 535B run ran collectives without "
       "overlap); overlap = max of the two\n");
 }
 

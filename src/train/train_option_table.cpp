@@ -70,13 +70,13 @@ std::vector<TrainOption> make_table() {
     {.flag = "--ns-dtype", .key = "/optimizer/ns_dtype", .kind = O::Choice,
      .choices = {"fp32", "compute"}, .optional = true, .on_resume = kYes,
      .help = "Newton-Schulz products in fp32 (default) or in the compute dtype of --dtype (bf16: "
-             "the hero's choice)",
+             "the 535B run's choice)",
      MEMBER(optim.ns_dtype)},
     {.flag = "--gate-router-wd", .key = "/optimizer/gate_router_wd", .kind = O::Bool,
      .help = "decay head gate and router weights by 0.02·(1 − t/T)", MEMBER(optim.gate_router_wd)},
     {.flag = "--transport", .key = "/transport", .kind = O::Choice,
      .choices = {"dropless", "capacity", "pooled"}, .on_resume = kBound,
-     .help = "dropless, capacity (recipe §8) or pooled (the hero's pooled waves)",
+     .help = "dropless, capacity (recipe §8) or pooled (the 535B run's pooled waves)",
      .get = [](const TrainOptions& o) -> json { return transport_name(o.transport); },
      .set = [](TrainOptions& o, const json& v) {
        o.transport = parse_transport(v.get<std::string>());
