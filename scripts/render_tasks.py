@@ -206,6 +206,10 @@ def import_function(ref, key):
     module = types.ModuleType(module_name)
     module.__file__ = path
     sys.path.insert(0, os.path.dirname(path))  # a task's utils may import its neighbours
+    # The harness always has Hugging Face `datasets` installed, and task code imports it (most
+    # for the type of process_docs's argument: `import datasets`, `datasets.Dataset`); the
+    # task's Python sees marin's stand-in, whether or not the real package is installed here.
+    sys.modules["datasets"] = datasets_stand_in()
     try:
         exec(compile(source, path, "exec"), module.__dict__)
     except Exception as e:
@@ -283,6 +287,36 @@ class Docs:
     def remove_columns(self, cols):
         cols = [cols] if isinstance(cols, str) else cols
         return Docs([{k: v for k, v in r.items() if k not in cols} for r in self.rows])
+
+
+    @classmethod
+    def from_list(cls, rows, **_):
+        return cls(rows)
+
+    @classmethod
+    def from_dict(cls, cols, **_):
+        n = len(next(iter(cols.values()))) if cols else 0
+        return cls([{k: v[i] for k, v in cols.items()} for i in range(n)])
+
+
+_DATASETS = None
+
+
+def datasets_stand_in():
+    """A module `datasets` for task code: Dataset is Docs; anything else the real package has
+    (load_dataset, the Hub) is an AttributeError naming it, raised when the task uses it."""
+    global _DATASETS
+    if _DATASETS is None:
+        import types
+        _DATASETS = types.ModuleType("datasets")
+        _DATASETS.Dataset = Docs
+        _DATASETS.__version__ = "0+marin"
+
+        def missing(name):
+            raise AttributeError(f"datasets.{name} is not available to task code in marin "
+                                 f"(its stand-in for Hugging Face datasets has Dataset only)")
+        _DATASETS.__getattr__ = missing
+    return _DATASETS
 
 
 def open_regular(path, mode="r", **kw):

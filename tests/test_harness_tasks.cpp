@@ -259,6 +259,31 @@ TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
   EXPECT_EQ(o.error.find("repeats: "), std::string::npos) << o.error;  // accepted
 }
 
+// Task code imports Hugging Face `datasets` (hellaswag's utils.py: `import datasets`, for the
+// type of process_docs's argument): it gets marin's stand-in, Dataset being the documents the
+// renderer passes, whether or not the real package is installed; what the stand-in lacks
+// (load_dataset, the Hub) is an error naming it.
+TEST(HarnessYaml, TaskCodeImportsDatasetsAsTheHarnessesDo) {
+  TempDir d("hdatasets");
+  write_docs(d);
+  write(d.str("utils.py"),
+        "import datasets\nfrom datasets import Dataset\n\n"
+        "def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:\n"
+        "    rows = [dict(r, question=r['question'] + '!') for r in dataset]\n"
+        "    return Dataset.from_list(rows).map(lambda d: {'n': len(d['choices'])})\n\n"
+        "def hub(dataset):\n    return datasets.load_dataset('x')\n");
+  write(d.str("t.yaml"),
+        task_yaml("{{question}} {{n}}", "process_docs: !function utils.process_docs\n"));
+  eval::RenderOptions ro;
+  ro.trust_task_code = true;
+  const eval::TaskItems t = eval::load_task(d.str("t.yaml"), ro);
+  ASSERT_EQ(t.items.size(), 1u);
+  EXPECT_EQ(t.items[0].context, "Q?! 2");
+  write(d.str("hub.yaml"), task_yaml("{{question}}", "process_docs: !function utils.hub\n"));
+  expect_clear(render_with(d.str("hub.yaml"), ro), "hub.yaml",
+               "datasets.load_dataset is not available to task code in marin");
+}
+
 // Every refusal of a file is in one message (not one per run), each naming the key and value.
 TEST(HarnessYaml, EveryRefusalOfAFileInOneMessage) {
   TempDir d("hrefusals");
