@@ -126,6 +126,17 @@ inline std::string tokenize_fixture(const TempDir& dir, int vocab = 512) {
   return r.code == 0 ? "" : r.out;
 }
 
+// A checkpoint to score tasks with: `marin init --preset tiny --seed 3` in DIR/ck, with a BPE of
+// 512 tokens trained on the fixture's KJV text beside it (DIR/ck/tokenizer.json). Returns the
+// failing command's output, or "" on success.
+inline std::string tiny_checkpoint_with_tokenizer(const TempDir& dir) {
+  RunResult r = run("init --preset tiny --seed 3 --out " + dir.str("ck"));
+  if (r.code != 0) return r.out;
+  r = run("tokenizer train --vocab-size 512 --in " + std::string(MARIN_SOURCE_DIR) +
+          "/data/fixture/bible_kjv/train-00000.jsonl --out " + dir.str("ck/tokenizer.json"));
+  return r.code == 0 ? "" : r.out;
+}
+
 // The [family] table of a ladder whose d64 rung is the `tiny` preset (configs/ladder_tiny.toml's
 // family), for ladder configs written inside tests.
 inline const std::string kTinyFamily = R"(

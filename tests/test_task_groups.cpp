@@ -98,11 +98,8 @@ double weighted(const json& r, const std::vector<std::string>& tasks, bool by_si
 // leaf tasks, as the harness does).
 TEST(TaskGroups, CliScoresAGroupOfTheProjectsTasksAndNestedGroups) {
   TempDir d("task-groups");
-  auto r = testing::run("init --preset tiny --seed 3 --out " + d.str("ck"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = testing::run("tokenizer train --vocab-size 512 --in " + kFixture +
-                   "/bible_kjv/train-00000.jsonl --out " + d.str("ck/tokenizer.json"));
-  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(testing::tiny_checkpoint_with_tokenizer(d), "");
+  testing::RunResult r;
   r = testing::run("tasks build --corpus " + kFixture + " --out " + d.str("a") +
                    " --tasks cloze_definitions,verse_completion --max-items 9");
   ASSERT_EQ(r.code, 0) << r.out;

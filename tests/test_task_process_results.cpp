@@ -17,19 +17,14 @@ namespace {
 using json = nlohmann::json;
 using testing::TempDir;
 
-const std::string kFixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
-
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
 TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
   TempDir d("task-process-results");
-  auto r = testing::run("init --preset tiny --seed 3 --out " + d.str("ck"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = testing::run("tokenizer train --vocab-size 512 --in " + kFixture +
-                   "/bible_kjv/train-00000.jsonl --out " + d.str("ck/tokenizer.json"));
-  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(testing::tiny_checkpoint_with_tokenizer(d), "");
+  testing::RunResult r;
   write(d.str("docs.jsonl"),
         "{\"q\": \"In the beginning\", \"choices\": [\"God\", \"the earth\", \"light\"], "
         "\"answer\": 0}\n"
