@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 
 using namespace marin;
 

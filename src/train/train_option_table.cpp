@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "core/limits.hpp"
 #include "kernels/kernels.hpp"
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 #include "optim/muonh.hpp"
 #include "train/train_options.hpp"
 

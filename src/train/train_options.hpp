@@ -7,7 +7,7 @@
 #include <string>
 
 #include "model/config.hpp"
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 #include "optim/optimizer.hpp"
 
 namespace marin {

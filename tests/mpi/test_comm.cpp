@@ -15,7 +15,7 @@
 #include "model/config.hpp"
 #include "model/expert_shard.hpp"
 #include "model/model.hpp"
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 #include "model/params.hpp"
 #include "model/pooled_capacity.hpp"
 #include "optim/optimizer.hpp"

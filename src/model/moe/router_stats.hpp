@@ -17,7 +17,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/buffer.hpp"
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 #include "model/moe/router.hpp"
 
 namespace marin {

@@ -18,7 +18,7 @@
 #include "core/arena.hpp"
 #include "core/buffer.hpp"
 #include "model/config.hpp"
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 #include "model/moe/router.hpp"
 
 namespace marin {

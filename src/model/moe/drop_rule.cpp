@@ -1,4 +1,4 @@
-#include "model/moe/dispatcher.hpp"
+#include "model/moe/drop_rule.hpp"
 
 #include <cmath>
 

@@ -1,8 +1,9 @@
 #pragma once
-// Token dispatcher (the "transport"): decides which (token, slot) assignments are computed and in
-// which order, grouped by expert so the experts run as one GEMM each. Dropless computes all of
+// The drop rule of a transport (recipe §8): decides which (token, slot) assignments are computed
+// and in which order, grouped by expert so the experts run as one GEMM each (the token dispatcher,
+// token_dispatcher.hpp, then moves the rows where this plan says). Dropless computes all of
 // them; capacity-limited accepts at most ceil(capacity_factor·T·K/E) rows per expert, in arrival
-// order (token-major), and drops the rest (keep = 0, no renormalisation). Pooled is the hero's
+// order (token-major), and drops the rest (keep = 0, no renormalisation). Pooled is the 535B run's
 // first-phase transport (docs/distributed.md): per sender, A = T·K assignments to S expert shards
 // in W waves; an assignment ranked i within its destination shard goes in wave i mod W, slot
 // i div W, and is kept at the sender iff slot < ceil(cf·A/(S·W)); at the receiver each local
