@@ -29,9 +29,13 @@ json rows_of(const json& j, const std::string& file) {
       if (comma == std::string::npos || !v.is_number() || k.substr(0, comma).ends_with("_stderr"))
         continue;
       const std::string err = k.substr(0, comma) + "_stderr" + k.substr(comma);
+      // The clean/contaminated subset's value (the lambda names `task` and `key`, not the
+      // structured bindings: clang 14, the sanitizer build's compiler, cannot capture those).
+      const json* task = tasks.contains(name) ? &tasks[name] : nullptr;
+      const std::string& key = k;
       auto subset = [&](const char* which) {
-        const json* t = tasks.contains(name) ? &tasks[name] : nullptr;
-        return t && t->contains(which) && (*t)[which].contains(k) ? (*t)[which][k] : json();
+        return task && task->contains(which) && (*task)[which].contains(key) ? (*task)[which][key]
+                                                                             : json();
       };
       rows.push_back({alias, k, v, r.contains(err) ? r[err] : json(), r.value("sample_len", json()),
                       subset("clean"), subset("contaminated")});
