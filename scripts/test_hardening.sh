@@ -118,7 +118,8 @@ if [[ $WHAT == all || $WHAT == fuzz ]]; then
     # New inputs go to the scratch corpus (first directory), never into the committed seeds; it
     # starts empty, so every run begins from the seeds alone and is the same run.
     rm -rf "$work" && mkdir -p "$work"
-    local seeds=("fuzz/corpus/$t")
+    local seeds=()
+    [[ -d fuzz/corpus/$t ]] && seeds+=("fuzz/corpus/$t")
     [[ -d $BUILD/seeds/$t ]] && seeds+=("$BUILD/seeds/$t")
     if $BUILD/fuzz/"$t" "$work" "${seeds[@]}" -seed="$FUZZ_SEED" -runs="$FUZZ_RUNS" -max_total_time="$FUZZ_SECONDS" \
          -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
