@@ -97,7 +97,8 @@ if [[ $WHAT == all || $WHAT == asan ]]; then
   # by design, and LeakSanitizer cannot name them (no frame pointers, dlopen()ed modules), so no
   # suppression can be narrow. Leak checking is off for these tests only; ASan's memory errors
   # and UBSan stay on.
-  MPI_TESTS=('mpi\.comm\..*' 'DataParallel\..*' 'ExpertParallel\..*' 'FiniteUpdate\.RollbackIsGlobalUnderMpi')
+  MPI_TESTS=('mpi\.comm\..*' 'DataParallel\..*' 'ExpertParallel\..*' 'FiniteUpdate\.RollbackIsGlobalUnderMpi'
+    'TokenizeIn\.RanksShareTheFilesAndWriteTheManifestOneProcessWrites')
   one_process=$(join "${ASAN_EXCLUDE_ONE[@]}" "${MPI_TESTS[@]}")
   mpi_run=$(join "${MPI_TESTS[@]}") mpi_left_out=$(join "${ASAN_EXCLUDE_MPI[@]}")
   count() { ctest --test-dir $BUILD -N "$@" | sed -n 's/^Total Tests: //p'; }
