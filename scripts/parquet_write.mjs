@@ -57,7 +57,8 @@ if (mode === 'task') {
 // task data has): fixed rows (IN.jsonl is not read) with
 //   question STRING (nulls), answer INT64, n32 INT32 (nulls), flag BOOLEAN (nulls), score DOUBLE
 //   (nulls), f32 FLOAT, choices list<string> (null lists, empty lists, null elements),
-//   nums list<int64>, arc struct{text: list<string>, label: list<string>} (nulls: ARC's layout)
+//   nums list<int64>, arc struct{text: list<string>, label: list<string>} (nulls: ARC's layout),
+//   pairs list<struct{k: string, v: int32}> (null elements and null fields)
 // from both writers (each with v1 and v2 data pages, dictionary and PLAIN, where it has them),
 // written as cols-WRITER-VERSION-ENCODING.parquet, small pages and row groups of 3 rows; and
 // OUTDIR/expected.jsonl, each row as JSON (what the `datasets` library gives); and an MMLU-like
@@ -66,19 +67,23 @@ if (mode === 'task') {
 if (mode === 'cols' || mode?.startsWith('cols:')) {
   const rows = [
     { question: 'Q0?', answer: 0n, n32: 1, flag: true, score: 0.5, f32: 0.5,
-      choices: ['a', 'b', 'c', 'd'], nums: [1n, 2n], arc: { text: ['x', 'y'], label: ['A', 'B'] } },
+      choices: ['a', 'b', 'c', 'd'], nums: [1n, 2n], arc: { text: ['x', 'y'], label: ['A', 'B'] },
+      pairs: [{ k: 'p', v: 1 }, { k: null, v: 2 }] },
     { question: null, answer: -5n, n32: null, flag: false, score: null, f32: -2,
-      choices: [], nums: [], arc: { text: [], label: [] } },
+      choices: [], nums: [], arc: { text: [], label: [] }, pairs: [] },
     { question: 'caf\u00e9', answer: 9007199254740993n, n32: -7, flag: null, score: -1.25,
-      f32: 1.25, choices: null, nums: null, arc: null },
+      f32: 1.25, choices: null, nums: null, arc: null, pairs: null },
     { question: '', answer: 3n, n32: 2147483647, flag: true, score: 1e300, f32: 0,
-      choices: ['x', null, 'z'], nums: [3000000000n, -1n], arc: { text: ['only'], label: ['1'] } },
+      choices: ['x', null, 'z'], nums: [3000000000n, -1n], arc: { text: ['only'], label: ['1'] },
+      pairs: [null, { k: 'r', v: null }] },
   ];
   for (let i = 4; i < 11; ++i)
     rows.push({ question: `q${i}`, answer: BigInt(i), n32: i, flag: i % 2 === 0, score: i / 4,
       f32: i / 2, choices: Array.from({ length: i % 5 }, (_, k) => `c${i}-${k}`),
-      nums: [BigInt(i), BigInt(i * i)], arc: { text: [`t${i}`], label: [`L${i}`] } });
-  const names = ['question', 'answer', 'n32', 'flag', 'score', 'f32', 'choices', 'nums', 'arc'];
+      nums: [BigInt(i), BigInt(i * i)], arc: { text: [`t${i}`], label: [`L${i}`] },
+      pairs: [{ k: `k${i}`, v: i }] });
+  const names = ['question', 'answer', 'n32', 'flag', 'score', 'f32', 'choices', 'nums', 'arc',
+    'pairs'];
   // An MMLU-like split (question, subject, choices list<string>, answer int64): mmlu-WRITER.
   const mmlu = [
     { question: 'What is 2 + 2?', subject: 'math', choices: ['3', '4', '5', '22'], answer: 1n },
@@ -120,6 +125,11 @@ if (mode === 'cols' || mode?.startsWith('cols:')) {
       { name: 'arc', repetition_type: 'OPTIONAL', num_children: 2 },
       ...list('text', str, false),
       ...list('label', str, false),
+      { name: 'pairs', repetition_type: 'OPTIONAL', num_children: 1, converted_type: 'LIST' },
+      { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+      { name: 'element', repetition_type: 'OPTIONAL', num_children: 2 },
+      { name: 'k', repetition_type: 'OPTIONAL', ...str },
+      { name: 'v', repetition_type: 'OPTIONAL', type: 'INT32' },
     ];
     execFileSync(process.execPath, [process.argv[1], cache, inPath, outDir,
       'cols:v1:mmlu:mmlu-rust.parquet'], { stdio: 'inherit' });
@@ -168,6 +178,9 @@ if (mode === 'cols' || mode?.startsWith('cols:')) {
     new arrow.Field('nums', new arrow.List(new arrow.Field('item', new arrow.Int64(), true)), true),
     new arrow.Field('arc', new arrow.Struct([new arrow.Field('text', strList, false),
       new arrow.Field('label', strList, false)]), true),
+    new arrow.Field('pairs', new arrow.List(new arrow.Field('item', new arrow.Struct([
+      new arrow.Field('k', new arrow.Utf8(), true), new arrow.Field('v', new arrow.Int32(), true),
+    ]), true)), true),
   ];
   const colsSchema = new arrow.Schema(fields);
   const data = encoding === 'mmlu' ? mmlu : rows;

@@ -419,7 +419,8 @@ TEST(Parquet, TypedNestedAndNullColumnsOfBothWritersReadAsTheirJson) {
       if (i == 2) {
         EXPECT_EQ(rows[i],
                   "{\"question\":\"caf\u00e9\",\"answer\":9007199254740993,\"n32\":-7,\"flag\":"
-                  "null,\"score\":-1.25,\"f32\":1.25,\"choices\":null,\"nums\":null,\"arc\":null}");
+                  "null,\"score\":-1.25,\"f32\":1.25,\"choices\":null,\"nums\":null,\"arc\":null,"
+                  "\"pairs\":null}");
       }
     }
   }
