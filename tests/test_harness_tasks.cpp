@@ -389,10 +389,9 @@ TEST(HarnessData, DatasetRootResolvesHubLayouts) {
   expect_clear(render(d.str("missing.yaml")), "missing.yaml", "give --dataset-root DIR");
 }
 
-// Parquet splits (--dataset-root) are read by marin's own Parquet reader, every string column of
-// a row becoming a field of the document (null stays null), in files an npm writer made
-// (scripts/parquet_write.sh … task: hyparquet-writer); a column of another type is refused
-// naming the file, the column and its type.
+// Parquet splits (--dataset-root) are read by marin's own Parquet reader, every column of a row
+// becoming a field of the document (null stays null, an INT32 an integer), in files an npm writer
+// made (scripts/parquet_write.sh … task: hyparquet-writer).
 TEST(HarnessData, ParquetSplitsAreReadByMarinsReader) {
   TempDir d("hparquet");
   const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/parquet_write.sh";
@@ -420,14 +419,93 @@ TEST(HarnessData, ParquetSplitsAreReadByMarinsReader) {
   EXPECT_TRUE(t.items[1].doc["text"].is_null());
   EXPECT_EQ(t.items[3].target, " Let there be light");
   EXPECT_EQ(t.items[4].doc, json({{"text", "caf\u00e9"}, {"req", "caf\u00e9"}}));
-  // dataset_path: parquet with data_files reads the same way; an INT32 column is refused.
+  // dataset_path: parquet with data_files reads the same way; an INT32 column is an integer.
   write(d.str("files.yaml"),
         "task: files\ndataset_path: parquet\ndataset_kwargs:\n  data_files:\n"
         "    test: pq/task-int.parquet\ntest_split: test\noutput_type: loglikelihood\n"
-        "doc_to_text: \"{{req}}\"\ndoc_to_target: \" x\"\n");
-  const Outcome o = render_with(d.str("files.yaml"), ro);
-  expect_clear(o, "task-int.parquet",
-               "only top-level string (BYTE_ARRAY) columns are read; this file also has n (INT32)");
+        "doc_to_text: \"{{req}} {{n + 1}}\"\ndoc_to_target: \" x\"\n");
+  const eval::TaskItems f = eval::load_task(d.str("files.yaml"), ro);
+  ASSERT_EQ(f.items.size(), 5u);
+  EXPECT_EQ(f.items[2].context, "And God said 3");
+  EXPECT_EQ(f.items[2].doc, json({{"text", "And God said"}, {"req", "And God said"}, {"n", 2}}));
+}
+
+void write_checkpoint(const std::string& dir, uint64_t seed);
+
+// Parquet splits with the column types of real Hub task data (scripts/parquet_write.sh … cols):
+// an MMLU-like split (question, subject, choices list<string>, answer int64) from each writer
+// renders with MMLU's template, its gold from the integer answer, and is scored by `marin eval
+// --dataset-root`; a column of a type the reader does not read is refused naming file, column
+// and type.
+TEST(HarnessData, AnMmluLikeParquetSplitWithListsAndIntegersIsScored) {
+  TempDir d("hmmlu");
+  const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/parquet_write.sh";
+  const auto fetch = testing::run_shell(script + " fetch");
+  if (fetch.code != 0)
+    GTEST_SKIP() << "node, npm or the npm registry is unavailable: " << fetch.out;
+  const auto w = testing::run_shell(script + " write /dev/null " + d.str("pq") + " cols");
+  ASSERT_EQ(w.code, 0) << w.out;
+  const std::string body =
+      "test_split: test\noutput_type: multiple_choice\n"
+      "doc_to_text: \"{{question.strip()}}\\nA. {{choices[0]}}\\nB. {{choices[1]}}\\nC. "
+      "{{choices[2]}}\\nD. {{choices[3]}}\\nAnswer:\"\n"
+      "doc_to_choice: [\"A\", \"B\", \"C\", \"D\"]\ndoc_to_target: answer\n";
+  std::string tasks;
+  for (const std::string writer : {"rust", "hyparquet"}) {
+    fs::create_directories(d.str("root/org/mmlu_" + writer + "/all"));
+    fs::copy_file(d.str("pq/mmlu-" + writer + ".parquet"),
+                  d.str("root/org/mmlu_" + writer + "/all/test-00000-of-00001.parquet"));
+    const std::string yaml = d.str("mmlu_" + writer + ".yaml");
+    write(yaml, "task: mmlu_" + writer + "\ndataset_path: org/mmlu_" + writer +
+                    "\ndataset_name: all\n" + body);
+    tasks += (tasks.empty() ? "" : ",") + yaml;
+    eval::RenderOptions ro;
+    ro.dataset_root = d.str("root");
+    const eval::TaskItems t = eval::load_task(yaml, ro);
+    ASSERT_EQ(t.items.size(), 3u) << writer;
+    EXPECT_EQ(t.items[0].context, "What is 2 + 2?\nA. 3\nB. 4\nC. 5\nD. 22\nAnswer:") << writer;
+    EXPECT_EQ(t.items[0].gold, std::vector<int>{1});
+    EXPECT_EQ(t.items[1].gold, std::vector<int>{0});
+    EXPECT_EQ(t.items[2].gold, std::vector<int>{3});
+    EXPECT_EQ(t.items[2].doc, json({{"question", "Water boils at (C)?"},
+                                    {"subject", "physics"},
+                                    {"choices", {"50", "75", "90", "100"}},
+                                    {"answer", 3}}));
+  }
+  // Scored end to end by a tiny checkpoint.
+  const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
+  std::vector<std::string> texts;
+  eval::for_each_jsonl_document(
+      fixture + "/bible_kjv/train-00000.jsonl",
+      [&](const text_corpus::Document& doc) { texts.push_back(doc.text); });
+  const Tokenizer tok = Tokenizer::train(texts, 512);
+  write_checkpoint(d.str("ck"), 5);
+  tok.save_json(d.str("ck/tokenizer.json"));
+  const auto r =
+      testing::run("eval --checkpoint " + d.str("ck") + " --tasks " + tasks + " --dataset-root " +
+                   d.str("root") + " --quiet --bootstrap-iters 10 --json " + d.str("r.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(read_file(d.str("r.json")));
+  for (const std::string task : {"mmlu_rust", "mmlu_hyparquet"}) {
+    const json& res = j["results"][task];
+    EXPECT_EQ(res["sample_len"], 3) << task;
+    const double acc = res["acc,none"].get<double>();
+    EXPECT_TRUE(acc == 0 || acc == 1.0 / 3 || acc == 2.0 / 3 || acc == 1) << acc;
+  }
+  // The same model scores both writers' files the same.
+  EXPECT_EQ(j["results"]["mmlu_rust"]["acc,none"], j["results"]["mmlu_hyparquet"]["acc,none"]);
+
+  // Refused: an INT32 DATE and an INT64 TIMESTAMP, both named in one message.
+  fs::copy_file(d.str("pq/refused-hyparquet.parquet"), d.str("refused.parquet"));
+  write(d.str("refused.yaml"),
+        "task: refused\ndataset_path: parquet\ndataset_kwargs:\n  data_files:\n"
+        "    test: refused.parquet\ntest_split: test\noutput_type: loglikelihood\n"
+        "doc_to_text: \"{{ok}}\"\ndoc_to_target: \" x\"\n");
+  eval::RenderOptions ro;
+  ro.dataset_root = d.str("root");
+  expect_clear(render_with(d.str("refused.yaml"), ro), "refused.parquet",
+               "Parquet columns of types marin does not read: day (INT32 (DATE)), ts (INT64 "
+               "(TIMESTAMP_MILLIS))");
 }
 
 // A tiny checkpoint with every tensor moved off its init (as tests/test_hf_export.cpp does), so

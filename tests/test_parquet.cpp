@@ -18,6 +18,7 @@
 #include "core/fileio.hpp"
 #include "data/sources/document_source.hpp"
 #include "data/sources/parquet_file.hpp"
+#include "data/sources/thrift_compact.hpp"
 
 using namespace marin;
 using namespace marin::data;
@@ -350,4 +351,180 @@ TEST(Parquet, DocumentSourceMatchesTheSameTextsAsJsonl) {
   const std::string e =
       error_of([&] { read_all(path_of("rust-zstd-v1-dict.parquet"), "auto", bad); });
   EXPECT_NE(e.find("column 'n' is INT32, not a text column"), std::string::npos) << e;
+}
+
+// --- Columns of every type task data has (scripts/parquet_write.sh … cols): integers, booleans,
+// floats, lists and structs, read as rows of JSON by ParquetRowReader. ---
+
+namespace {
+
+// The cols files, written once (their own directory: the mode writes fixed rows).
+const Written& written_cols() {
+  static const Written w = [] {
+    Written w;
+    if (!written().skip_reason.empty()) {
+      w.skip_reason = written().skip_reason;
+      return w;
+    }
+    w.dir = written().dir + "/cols";
+    const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/parquet_write.sh";
+    const RunResult r = run_shell(script + " write /dev/null " + w.dir + " cols");
+    if (r.code != 0) {
+      w.error = r.out;
+      return w;
+    }
+    std::istringstream list(read_file(w.dir + "/files.txt"));
+    for (std::string f; std::getline(list, f);)
+      if (!f.empty()) w.files.push_back(f);
+    return w;
+  }();
+  return w;
+}
+
+#define NEED_COLS()                                                                      \
+  do {                                                                                   \
+    if (!written_cols().skip_reason.empty()) GTEST_SKIP() << written_cols().skip_reason; \
+    ASSERT_EQ(written_cols().error, "");                                                 \
+  } while (0)
+
+std::vector<std::string> read_rows(const std::string& path) {
+  const ParquetFile f(path);
+  ParquetRowReader r(f);
+  std::vector<std::string> rows;
+  for (std::string line; r.next(line);) rows.push_back(line);
+  return rows;
+}
+
+}  // namespace
+
+TEST(Parquet, TypedNestedAndNullColumnsOfBothWritersReadAsTheirJson) {
+  NEED_COLS();
+  const std::set<std::string> files(written_cols().files.begin(), written_cols().files.end());
+  EXPECT_EQ(files, (std::set<std::string>{"cols-rust-v1-dict.parquet", "cols-rust-v1-plain.parquet",
+                                          "cols-rust-v2-dict.parquet", "cols-rust-v2-plain.parquet",
+                                          "cols-hyparquet-v2-dict.parquet",
+                                          "cols-hyparquet-v2-plain.parquet"}));
+  std::vector<nlohmann::json> expected;
+  std::istringstream in(read_file(written_cols().dir + "/expected.jsonl"));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) expected.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(expected.size(), 11u);
+  for (const std::string& name : written_cols().files) {
+    SCOPED_TRACE(name);
+    const std::vector<std::string> rows = read_rows(written_cols().dir + "/" + name);
+    ASSERT_EQ(rows.size(), expected.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(nlohmann::json::parse(rows[i]), expected[i]) << "row " << i << ": " << rows[i];
+      // Column order as in the file, and integers as integers (not 1.0).
+      if (i == 2) {
+        EXPECT_EQ(rows[i],
+                  "{\"question\":\"caf\u00e9\",\"answer\":9007199254740993,\"n32\":-7,\"flag\":"
+                  "null,\"score\":-1.25,\"f32\":1.25,\"choices\":null,\"nums\":null,\"arc\":null,"
+                  "\"pairs\":null}");
+      }
+    }
+  }
+}
+
+TEST(Parquet, TheTextColumnReaderStillRefusesTypedColumnsByName) {
+  NEED_COLS();
+  const std::string p = written_cols().dir + "/cols-rust-v1-dict.parquet";
+  std::string e = error_of([&] { read_column(p, "choices"); });
+  EXPECT_NE(e.find(p + ": column 'choices' is a group"), std::string::npos) << e;
+  e = error_of([&] { read_column(p, "answer"); });
+  EXPECT_NE(e.find("column 'answer' is INT64, not a text column"), std::string::npos) << e;
+  // The text column of the same file reads through the general leaf reader.
+  const Read r = read_column(p, "question");
+  EXPECT_EQ(r.nulls, 1);
+  ASSERT_EQ(r.values.size(), 10u);
+  EXPECT_EQ(r.values[1], "caf\u00e9");
+}
+
+namespace {
+
+// The first data page of column `col` of row group 0: where its body starts (after the Thrift
+// page header).
+size_t page_body_at(const std::string& bytes, const ParquetFile& f, size_t col) {
+  const auto& c = f.metadata().row_groups[0].columns[col];
+  const size_t at = size_t(c.data_page_offset);
+  ThriftCompactReader r(std::string_view(bytes).substr(at), at, "test page header");
+  r.skip(ThriftType::Struct);
+  return at + r.consumed();
+}
+
+size_t column_index(const ParquetFile& f, const std::vector<std::string>& path) {
+  const auto& cols = f.metadata().row_groups[0].columns;
+  for (size_t i = 0; i < cols.size(); ++i)
+    if (cols[i].path == path) return i;
+  ADD_FAILURE() << "no column";
+  return 0;
+}
+
+}  // namespace
+
+TEST(Parquet, InconsistentLevelsAreErrorsNamingTheFileAndColumn) {
+  NEED_COLS();
+  const auto damage = [](const std::string& name,
+                         const std::function<void(std::string&, const ParquetFile&)>& edit) {
+    const std::string src = written_cols().dir + "/" + name;
+    std::string bytes = read_file(src);
+    const ParquetFile f(src);
+    edit(bytes, f);
+    const std::string out = written_cols().dir + "/bad-" + name;
+    write_file_atomic(out, bytes);
+    return out;
+  };
+  const auto rows_error = [](const std::string& p) { return error_of([&] { read_rows(p); }); };
+  // A repetition level past the column's maximum (1): a data page v2's levels are never
+  // compressed, so its first bytes become an RLE run of one level 3.
+  std::string p = damage("cols-rust-v2-plain.parquet", [](std::string& b, const ParquetFile& f) {
+    const size_t at = page_body_at(b, f, column_index(f, {"choices", "list", "item"}));
+    b[at] = 0x02;
+    b[at + 1] = 0x03;
+  });
+  std::string e = rows_error(p);
+  EXPECT_NE(e.find(p + ": column 'choices.list.item', row group 0, page at byte offset"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("a repetition level of 3 past the column's maximum 1"), std::string::npos) << e;
+  // A page header whose value count is one less than its levels (and its chunk's count).
+  p = damage("cols-rust-v2-plain.parquet", [](std::string& b, const ParquetFile& f) {
+    const auto& c =
+        f.metadata().row_groups[0].columns[column_index(f, {"choices", "list", "item"})];
+    const size_t at = size_t(c.data_page_offset);
+    // The DataPageHeaderV2 (field 8, after field 3: delta 5, struct) and its num_values (i32).
+    for (size_t i = at; i < at + 24; ++i)
+      if (uint8_t(b[i]) == 0x5c && uint8_t(b[i + 1]) == 0x15) {
+        ASSERT_GE(uint8_t(b[i + 2]), 2);
+        ASSERT_LT(uint8_t(b[i + 2]), 0x80);
+        b[i + 2] = char(uint8_t(b[i + 2]) - 2);  // zigzag: one less
+        return;
+      }
+    FAIL() << "no DataPageHeaderV2";
+  });
+  e = rows_error(p);
+  EXPECT_NE(e.find(p + ": "), std::string::npos) << e;
+  EXPECT_NE(e.find("choices.list.item"), std::string::npos) << e;
+  // Every third byte of a file's data changed, one at a time: a marin::Error or rows, never a
+  // crash (run under ASan by the sanitizer build).
+  for (const std::string name : {"cols-rust-v1-dict.parquet", "cols-hyparquet-v2-plain.parquet"}) {
+    const std::string src = written_cols().dir + "/" + name;
+    const std::string good = read_file(src);
+    uint32_t footer_len;
+    std::memcpy(&footer_len, good.data() + good.size() - 8, 4);
+    const std::string out = written_cols().dir + "/flip-" + name;
+    int errors = 0;
+    for (size_t i = 4; i + 8 + footer_len < good.size(); i += 3) {
+      std::string b = good;
+      b[i] = char(uint8_t(b[i]) ^ 0x5a);
+      write_file_atomic(out, b);
+      try {
+        read_rows(out);
+      } catch (const Error& err) {
+        ++errors;
+        EXPECT_NE(std::string(err.what()).find(out), std::string::npos) << err.what();
+      }
+    }
+    EXPECT_GT(errors, 0);
+  }
 }

@@ -1,5 +1,7 @@
-// The pages of a Parquet text column: page headers, the codecs, definition levels, PLAIN and
-// dictionary-encoded BYTE_ARRAY values (the footer is parsed in parquet_file.cpp).
+// The pages of a Parquet leaf column (ParquetLeafReader, and ParquetTextColumn on it): page
+// headers, the codecs, repetition and definition levels, PLAIN and dictionary-encoded values of
+// every supported physical type (the footer is parsed in parquet_file.cpp, rows assembled in
+// parquet_rows.cpp).
 #include <fmt/core.h>
 #include <snappy.h>
 #include <zlib.h>
@@ -18,7 +20,7 @@ namespace marin::data {
 namespace {
 
 // parquet.thrift's enums, as far as this reader goes.
-constexpr int32_t kByteArray = 6;
+constexpr int32_t kBoolean = 0, kInt32 = 1, kInt64 = 2, kFloat = 4, kDouble = 5, kByteArray = 6;
 constexpr int32_t kOptional = 1, kRepeated = 2;
 constexpr int32_t kUncompressed = 0, kSnappy = 1, kGzip = 2, kZstd = 6;
 constexpr int32_t kPlain = 0, kPlainDictionary = 2, kRle = 3, kRleDictionary = 8;
@@ -33,7 +35,7 @@ constexpr uint64_t kHeaderWindow = 64 * 1024;
 struct PageHeader {
   int32_t type = -1;
   int32_t uncompressed_size = -1, compressed_size = -1;
-  int32_t num_values = -1, encoding = -1, def_encoding = kRle;
+  int32_t num_values = -1, encoding = -1, def_encoding = kRle, rep_encoding = kRle;
   int32_t num_nulls = 0, def_bytes = 0, rep_bytes = 0;  // v2
   bool v2_compressed = true;
   size_t header_bytes = 0;
@@ -64,6 +66,8 @@ PageHeader parse_page_header(ThriftCompactReader& r) {
           h.encoding = r.read_i32();
         } else if (kind == 5 && fid == 3 && ft == ThriftType::I32) {
           h.def_encoding = r.read_i32();
+        } else if (kind == 5 && fid == 4 && ft == ThriftType::I32) {
+          h.rep_encoding = r.read_i32();
         } else if (kind == 7 && fid == 2 && ft == ThriftType::I32) {
           h.encoding = r.read_i32();
         } else if (kind == 8 && fid == 2 && ft == ThriftType::I32) {
@@ -219,63 +223,87 @@ void decompress(int32_t codec, std::string_view in, uint64_t expected, std::stri
 
 }  // namespace
 
-ParquetTextColumn::ParquetTextColumn(const ParquetFile& file, std::string_view column)
-    : file_(file), name_(column) {
+ParquetTextColumn::ParquetTextColumn(const ParquetFile& file, std::string_view column) {
+  const std::string name(column);
   const auto& schema = file.metadata().schema;
   const ParquetSchemaNode* node = nullptr;
   for (const auto& n : schema)
-    if (n.depth == 1 && n.name == name_) node = &n;
+    if (n.depth == 1 && n.name == name) node = &n;
   const std::string_view supported =
       "only a top-level BYTE_ARRAY (STRING/UTF8 or binary) column is supported; nested fields "
       "(structs, lists, maps) are not";
   if (node == nullptr) {
     for (const auto& c : file.columns())
-      if (c.path == name_)
-        fail("{}: column '{}' is a nested field: {} (columns: {})", file.path(), name_, supported,
+      if (c.path == name)
+        fail("{}: column '{}' is a nested field: {} (columns: {})", file.path(), name, supported,
              file.column_list());
-    fail("{}: no column '{}'; the file's columns are: {}", file.path(), name_, file.column_list());
+    fail("{}: no column '{}'; the file's columns are: {}", file.path(), name, file.column_list());
   }
   if (node->physical_type == -1)
-    fail("{}: column '{}' is a group (struct, list or map): {} (columns: {})", file.path(), name_,
+    fail("{}: column '{}' is a group (struct, list or map): {} (columns: {})", file.path(), name,
          supported, file.column_list());
   if (node->repetition == kRepeated)
-    fail("{}: column '{}' is REPEATED (a list of values per row): {}", file.path(), name_,
+    fail("{}: column '{}' is REPEATED (a list of values per row): {}", file.path(), name,
          supported);
   if (node->physical_type != kByteArray)
     fail(
         "{}: column '{}' is {}{}, not a text column: expected BYTE_ARRAY (STRING/UTF8 or "
         "binary)",
-        file.path(), name_, parquet_type_name(node->physical_type),
+        file.path(), name, parquet_type_name(node->physical_type),
         node->logical_type.empty() ? "" : " (" + node->logical_type + ")");
   max_def_ = node->repetition == kOptional ? 1 : 0;
+  reader_ =
+      std::make_unique<ParquetLeafReader>(file, ParquetLeaf{{name}, kByteArray, max_def_, 0}, name);
 }
 
 ParquetTextColumn::~ParquetTextColumn() = default;
 
-void ParquetTextColumn::refuse(std::string_view why) const {
+bool ParquetTextColumn::next(std::string_view& value) {
+  bool is_null = false;
+  while (next_entry(value, is_null))
+    if (!is_null) return true;
+  return false;
+}
+
+ParquetLeafReader::ParquetLeafReader(const ParquetFile& file, ParquetLeaf leaf, std::string name)
+    : file_(file), leaf_(std::move(leaf)), name_(std::move(name)) {
+  const int32_t t = leaf_.physical_type;
+  if (t != kBoolean && t != kInt32 && t != kInt64 && t != kFloat && t != kDouble && t != kByteArray)
+    fail(
+        "{}: column '{}' is {}: not supported (supported: BOOLEAN, INT32, INT64, FLOAT, DOUBLE, "
+        "BYTE_ARRAY)",
+        file.path(), name_, parquet_type_name(t));
+  if (leaf_.max_def < 0 || leaf_.max_rep < 0 || leaf_.max_def > 100 || leaf_.max_rep > 100)
+    fail("{}: column '{}' has levels past the reader's limit of 100", file.path(), name_);
+}
+
+ParquetLeafReader::~ParquetLeafReader() = default;
+
+void ParquetLeafReader::refuse(std::string_view why) const {
   fail(
       "{}: column '{}', row group {}: {} is not supported (supported: codecs UNCOMPRESSED, "
-      "SNAPPY, GZIP, ZSTD; encodings PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY; data pages v1 "
-      "and v2)",
+      "SNAPPY, GZIP, ZSTD; encodings PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY, and RLE for "
+      "BOOLEAN; data pages v1 and v2)",
       file_.path(), name_, row_group_, why);
 }
 
-void ParquetTextColumn::corrupt(std::string_view why) const {
+void ParquetLeafReader::corrupt(std::string_view why) const {
   fail("{}: column '{}', row group {}, page at byte offset {}: {}", file_.path(), name_, row_group_,
        page_offset_, why);
 }
 
-void ParquetTextColumn::start_chunk() {
+void ParquetLeafReader::start_chunk() {
   const ParquetRowGroup& g = file_.metadata().row_groups[row_group_];
   chunk_ = nullptr;
   for (const auto& c : g.columns)
-    if (c.path.size() == 1 && c.path[0] == name_) chunk_ = &c;
+    if (c.path == leaf_.path) chunk_ = &c;
   page_offset_ = 0;
   if (chunk_ == nullptr) corrupt("the row group has no column chunk for the column");
   if (chunk_->external) refuse("a column chunk stored in another file (file_path)");
-  if (chunk_->physical_type != kByteArray)
-    corrupt(fmt::format("the column chunk's type is {}, the schema's BYTE_ARRAY",
-                        parquet_type_name(chunk_->physical_type)));
+  if (chunk_->physical_type != leaf_.physical_type)
+    corrupt(fmt::format("the column chunk's type is {}, the schema's {}",
+                        parquet_type_name(chunk_->physical_type),
+                        parquet_type_name(leaf_.physical_type)));
   const int32_t codec = chunk_->codec;
   if (codec != kUncompressed && codec != kSnappy && codec != kGzip && codec != kZstd)
     refuse(fmt::format("codec {}", parquet_codec_name(codec)));
@@ -295,33 +323,82 @@ void ParquetTextColumn::start_chunk() {
   chunk_pos_ = uint64_t(start);
   chunk_end_ = chunk_pos_ + uint64_t(chunk_->total_compressed_size);
   chunk_values_left_ = chunk_->num_values;
-  dictionary_.clear();
+  dict_size_ = 0;
   dict_bytes_.clear();
   have_dictionary_ = false;
 }
 
-void ParquetTextColumn::read_dictionary_page(std::string_view body, int32_t num_values) {
-  if (uint64_t(num_values) > body.size() / 4)
+void ParquetLeafReader::read_dictionary_page(std::string_view body, int32_t num_values) {
+  const int32_t t = leaf_.physical_type;
+  const uint64_t min_bytes = t == kByteArray ? 4 : t == kInt64 || t == kDouble ? 8 : 4;
+  if (t == kBoolean) refuse("a dictionary page in a BOOLEAN column");
+  if (uint64_t(num_values) > body.size() / min_bytes)
     corrupt(fmt::format("a dictionary of {} values in {} bytes", num_values, body.size()));
-  dictionary_.clear();
-  dictionary_.reserve(size_t(num_values));
+  dict_bytes_values_.clear();
+  dict_i64_.clear();
+  dict_f64_.clear();
   plain_ = body;
-  for (int32_t i = 0; i < num_values; ++i) dictionary_.push_back(next_plain());
+  for (int32_t i = 0; i < num_values; ++i) {
+    read_plain();
+    if (t == kByteArray)
+      dict_bytes_values_.push_back(bytes_);
+    else if (t == kFloat || t == kDouble)
+      dict_f64_.push_back(f64_);
+    else
+      dict_i64_.push_back(i64_);
+  }
+  dict_size_ = size_t(num_values);
 }
 
-std::string_view ParquetTextColumn::next_plain() {
-  if (plain_.size() < 4) corrupt("PLAIN values end early (a length past the page's end)");
-  uint32_t n;
-  std::memcpy(&n, plain_.data(), 4);
-  if (n > plain_.size() - 4)
-    corrupt(fmt::format("a PLAIN value of {} bytes past the page's end ({} bytes left)", n,
-                        plain_.size() - 4));
-  const std::string_view v = plain_.substr(4, n);
-  plain_.remove_prefix(4 + size_t(n));
-  return v;
+void ParquetLeafReader::read_plain() {
+  const auto take = [this](size_t n) {
+    if (plain_.size() < n)
+      corrupt(fmt::format("PLAIN {} values end early (the page has fewer values than levels)",
+                          parquet_type_name(leaf_.physical_type)));
+    const char* p = plain_.data();
+    plain_.remove_prefix(n);
+    return p;
+  };
+  switch (leaf_.physical_type) {
+    case kByteArray: {
+      uint32_t n;
+      std::memcpy(&n, take(4), 4);
+      if (n > plain_.size())
+        corrupt(fmt::format("a PLAIN value of {} bytes past the page's end ({} bytes left)", n,
+                            plain_.size()));
+      bytes_ = plain_.substr(0, n);
+      plain_.remove_prefix(n);
+      return;
+    }
+    case kInt32: {
+      int32_t v;
+      std::memcpy(&v, take(4), 4);
+      i64_ = v;
+      return;
+    }
+    case kInt64:
+      std::memcpy(&i64_, take(8), 8);
+      return;
+    case kFloat: {
+      float v;
+      std::memcpy(&v, take(4), 4);
+      f64_ = v;
+      return;
+    }
+    case kDouble:
+      std::memcpy(&f64_, take(8), 8);
+      return;
+    default: {  // kBoolean: bit-packed, least significant bit first
+      if (bool_bit_ / 8 >= plain_.size())
+        corrupt("PLAIN BOOLEAN values end early (the page has fewer values than levels)");
+      i64_ = (uint8_t(plain_[bool_bit_ / 8]) >> (bool_bit_ % 8)) & 1;
+      ++bool_bit_;
+      return;
+    }
+  }
 }
 
-bool ParquetTextColumn::load_page() {
+bool ParquetLeafReader::load_page() {
   const auto fail_here = [this](std::string_view why) { corrupt(why); };
   for (;;) {
     if (!chunk_open_) {
@@ -389,7 +466,7 @@ bool ParquetTextColumn::load_page() {
                       "disagree)",
                       h.num_values, chunk_values_left_));
     chunk_values_left_ -= h.num_values;
-    std::string_view levels, values;
+    std::string_view levels, rep_levels, values;
     if (h.type == kDataPage) {
       std::string_view body = raw_;
       if (codec != kUncompressed) {
@@ -399,28 +476,44 @@ bool ParquetTextColumn::load_page() {
         corrupt(fmt::format("an UNCOMPRESSED page of {} bytes whose header says {} uncompressed",
                             h.compressed_size, h.uncompressed_size));
       }
-      if (max_def_ > 0) {
+      const auto take_levels = [&](std::string_view what) {
+        uint32_t n = 0;
+        if (body.size() < 4)
+          corrupt(fmt::format("the {} levels' length runs past the page's end", what));
+        std::memcpy(&n, body.data(), 4);
+        if (n > body.size() - 4)
+          corrupt(fmt::format("{} levels of {} bytes in a page of {}", what, n, body.size()));
+        const std::string_view l = body.substr(4, n);
+        body.remove_prefix(4 + size_t(n));
+        return l;
+      };
+      if (leaf_.max_rep > 0) {
+        if (h.rep_encoding != kRle)
+          refuse(
+              fmt::format("repetition level encoding {}", parquet_encoding_name(h.rep_encoding)));
+        rep_levels = take_levels("repetition");
+      }
+      if (leaf_.max_def > 0) {
         if (h.def_encoding != kRle)
           refuse(
               fmt::format("definition level encoding {}", parquet_encoding_name(h.def_encoding)));
-        uint32_t n = 0;
-        if (body.size() < 4) corrupt("the definition levels' length runs past the page's end");
-        std::memcpy(&n, body.data(), 4);
-        if (n > body.size() - 4)
-          corrupt(fmt::format("definition levels of {} bytes in a page of {}", n, body.size()));
-        levels = body.substr(4, n);
-        body.remove_prefix(4 + size_t(n));
+        levels = take_levels("definition");
       }
       values = body;
     } else {  // data page v2: levels uncompressed, then the values, compressed or not
-      if (h.rep_bytes != 0) refuse("repetition levels (a repeated column)");
-      if (h.def_bytes < 0 || uint64_t(h.def_bytes) > raw_.size())
-        corrupt(
-            fmt::format("definition levels of {} bytes in a page of {}", h.def_bytes, raw_.size()));
+      if (h.rep_bytes < 0 || h.def_bytes < 0 ||
+          uint64_t(h.def_bytes) + uint64_t(h.rep_bytes) > raw_.size())
+        corrupt(fmt::format("levels of {} + {} bytes in a page of {}", h.rep_bytes, h.def_bytes,
+                            raw_.size()));
+      if (leaf_.max_rep == 0 && h.rep_bytes != 0)
+        corrupt(fmt::format("repetition levels of {} bytes in a column that is not repeated",
+                            h.rep_bytes));
       if (h.num_nulls < 0 || h.num_nulls > h.num_values)
         corrupt(fmt::format("{} nulls in a page of {} values", h.num_nulls, h.num_values));
-      levels = std::string_view(raw_).substr(0, size_t(h.def_bytes));
-      values = std::string_view(raw_).substr(size_t(h.def_bytes));
+      rep_levels = std::string_view(raw_).substr(0, size_t(h.rep_bytes));
+      levels = std::string_view(raw_).substr(size_t(h.rep_bytes), size_t(h.def_bytes));
+      values = std::string_view(raw_).substr(size_t(h.rep_bytes) + size_t(h.def_bytes));
+      h.def_bytes += h.rep_bytes;  // both level streams, for the sizes below
       if (h.uncompressed_size < h.def_bytes)
         corrupt(
             fmt::format("a page whose uncompressed size {} is less than its definition "
@@ -434,17 +527,31 @@ bool ParquetTextColumn::load_page() {
         corrupt(fmt::format("uncompressed values of {} bytes whose header says {}", values.size(),
                             values_size));
       }
-      if (max_def_ == 0 && h.num_nulls != 0)
+      if (leaf_.max_def == 0 && h.num_nulls != 0)
         corrupt(fmt::format("{} nulls in a REQUIRED column", h.num_nulls));
     }
 
     def_levels_.reset();
-    if (max_def_ > 0)
-      def_levels_ =
-          std::make_unique<RleBitPackedDecoder>(levels, bit_width(uint32_t(max_def_)), fail_here);
+    if (leaf_.max_def > 0)
+      def_levels_ = std::make_unique<RleBitPackedDecoder>(
+          levels, bit_width(uint32_t(leaf_.max_def)), fail_here);
+    rep_levels_.reset();
+    if (leaf_.max_rep > 0)
+      rep_levels_ = std::make_unique<RleBitPackedDecoder>(
+          rep_levels, bit_width(uint32_t(leaf_.max_rep)), fail_here);
     dict_indices_.reset();
+    rle_bools_.reset();
     if (h.encoding == kPlain) {
       plain_ = values;
+      bool_bit_ = 0;
+    } else if (h.encoding == kRle && leaf_.physical_type == kBoolean) {
+      // RLE-encoded BOOLEAN values: a 4-byte length, then the hybrid encoding of bit width 1.
+      uint32_t n = 0;
+      if (values.size() < 4) corrupt("RLE BOOLEAN values without their length");
+      std::memcpy(&n, values.data(), 4);
+      if (n > values.size() - 4)
+        corrupt(fmt::format("RLE BOOLEAN values of {} bytes in {}", n, values.size() - 4));
+      rle_bools_ = std::make_unique<RleBitPackedDecoder>(values.substr(4, n), 1, fail_here);
     } else if (h.encoding == kPlainDictionary || h.encoding == kRleDictionary) {
       if (!have_dictionary_)
         corrupt("a dictionary-encoded page without a dictionary page before it");
@@ -459,13 +566,13 @@ bool ParquetTextColumn::load_page() {
       refuse(fmt::format("encoding {}", parquet_encoding_name(h.encoding)));
     }
     entries_left_ = h.num_values;
-    page_nulls_expected_ = h.type == kDataPageV2 ? h.num_nulls : -1;
+    page_nulls_expected_ = h.type == kDataPageV2 && leaf_.max_rep == 0 ? h.num_nulls : -1;
     page_nulls_seen_ = 0;
     return true;
   }
 }
 
-bool ParquetTextColumn::next_entry(std::string_view& value, bool& is_null) {
+bool ParquetLeafReader::next_page() {
   while (entries_left_ == 0) {
     if (page_nulls_expected_ >= 0 && page_nulls_seen_ != page_nulls_expected_)
       corrupt(
@@ -475,33 +582,52 @@ bool ParquetTextColumn::next_entry(std::string_view& value, bool& is_null) {
     page_nulls_expected_ = -1;
     if (!load_page()) return false;
   }
-  --entries_left_;
-  ++rows_;
-  is_null = def_levels_ && def_levels_->next() < uint32_t(max_def_);
-  if (is_null) {
-    ++nulls_;
-    ++page_nulls_seen_;
-    value = {};
-    return true;
-  }
-  if (dict_indices_) {
-    const uint32_t i = dict_indices_->next();
-    if (i >= dictionary_.size())
-      corrupt(fmt::format("dictionary index {} past the dictionary's {} values", i,
-                          dictionary_.size()));
-    value = dictionary_[i];
-  } else {
-    value = next_plain();
-  }
-  ++values_;
   return true;
 }
 
-bool ParquetTextColumn::next(std::string_view& value) {
-  bool is_null = false;
-  while (next_entry(value, is_null))
-    if (!is_null) return true;
-  return false;
+bool ParquetLeafReader::read_entry(int& rep, int& def) {
+  --entries_left_;
+  rep = 0;
+  if (rep_levels_) {
+    const uint32_t r = rep_levels_->next();
+    if (r > uint32_t(leaf_.max_rep))
+      corrupt(
+          fmt::format("a repetition level of {} past the column's maximum {}", r, leaf_.max_rep));
+    rep = int(r);
+  }
+  def = leaf_.max_def;
+  if (def_levels_) {
+    const uint32_t d = def_levels_->next();
+    if (d > uint32_t(leaf_.max_def))
+      corrupt(
+          fmt::format("a definition level of {} past the column's maximum {}", d, leaf_.max_def));
+    def = int(d);
+    if (def < leaf_.max_def) {
+      ++page_nulls_seen_;
+      return true;
+    }
+  }
+  if (dict_indices_) {
+    const uint32_t i = dict_indices_->next();
+    if (i >= dict_size_)
+      corrupt(fmt::format("dictionary index {} past the dictionary's {} values", i, dict_size_));
+    switch (leaf_.physical_type) {
+      case kByteArray:
+        bytes_ = dict_bytes_values_[i];
+        break;
+      case kFloat:
+      case kDouble:
+        f64_ = dict_f64_[i];
+        break;
+      default:
+        i64_ = dict_i64_[i];
+    }
+  } else if (rle_bools_) {
+    i64_ = rle_bools_->next();
+  } else {
+    read_plain();
+  }
+  return true;
 }
 
 }  // namespace marin::data
