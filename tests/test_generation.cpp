@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli_util.hpp"
 #include "core/error.hpp"
@@ -124,6 +125,28 @@ TEST(Generation, MaxGenToksAndUntilCut) {
   g.until.push_back(text.substr(1, 1));
   want = text.substr(0, std::min(text.find(g.until[0]), text.find(g.until[1])));
   EXPECT_EQ(eval::generate_greedy(*s.model, s.tok, {ctx}, g)[0], want);
+}
+
+// Batched decoding: more prompts than the batch, of different lengths, finishing at different
+// steps (a stop string ends some early), so slots are refilled while others run; every batch size
+// gives the responses of one prompt at a time and of the full forward's argmax.
+TEST(Generation, EveryBatchSizeGivesTheResponsesOfOnePromptAtATime) {
+  TinySetup& s = setup();
+  eval::GenerationKwargs g;
+  g.max_gen_toks = 9;
+  std::vector<std::string> ctx = contexts();
+  const auto& t = s.texts;
+  for (size_t i = 0; i < 5; ++i) ctx.push_back(t[i % t.size()].substr(i * 7, 10 + 6 * i));
+  const auto first = brute_greedy(ctx[4], g.max_gen_toks);
+  ASSERT_GE(first.size(), 4u);
+  g.until = {replaced(s.tok.decode(first)).substr(3, 1)};  // some prompts stop early
+  const auto one = eval::generate_greedy(*s.model, s.tok, ctx, g, 1);
+  ASSERT_EQ(one.size(), ctx.size());
+  std::set<size_t> lengths;
+  for (const std::string& r : one) lengths.insert(r.size());
+  EXPECT_GE(lengths.size(), 3u) << "responses of too few lengths to exercise refilled slots";
+  for (int64_t batch : {2, 3, 32})
+    EXPECT_EQ(eval::generate_greedy(*s.model, s.tok, ctx, g, batch), one) << "batch " << batch;
 }
 
 TEST(Generation, SameResponsesAtAnyThreadCount) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
@@ -112,6 +113,92 @@ TEST(Decoder, MatchesFullForwardSmallWindowOtherSites) {
   c.sconv_sites = {"k", "attn"};
   const Compare r2 = check_incremental<double>(c, 1, 32, 4);
   EXPECT_LT(r2.rel(), 1e-10) << r2.max_abs;
+}
+
+// Model::decode's batched form: five sequences that start at different steps (so every call
+// mixes positions, rings wrapped and not, and sequences at position 0), one restarted midway,
+// against each sequence decoded alone through its own Decoder.
+template <class T>
+Compare check_batched(const ModelConfig& c, uint64_t seed) {
+  Model<T> m(c, 1);
+  perturb(m, seed);
+  const int64_t S = c.seq_len, V = c.vocab_size, n = 5;
+  Rng rng(seed * 11 + 3);
+  std::vector<std::unique_ptr<DecodeCache<T>>> cache;
+  std::vector<std::unique_ptr<Decoder<T>>> alone;
+  for (int64_t i = 0; i < n; ++i) {
+    cache.push_back(std::make_unique<DecodeCache<T>>(c));
+    alone.push_back(std::make_unique<Decoder<T>>(m));
+  }
+  Compare r;
+  int64_t calls = 0;
+  for (int64_t step = 0; step < S + 4 * 9; ++step) {
+    std::vector<int32_t> tokens;
+    std::vector<DecodeCache<T>*> running;
+    std::vector<int64_t> which;
+    for (int64_t i = 0; i < n; ++i) {
+      if (step < 9 * i || cache[size_t(i)]->pos >= S) continue;  // not started, or full
+      if (i == 2 && step == 40) {  // sequence 2 starts over while the others go on
+        cache[size_t(i)]->reset();
+        alone[size_t(i)]->reset();
+      }
+      tokens.push_back(int32_t(rng.next_u64() % uint64_t(V)));
+      running.push_back(cache[size_t(i)].get());
+      which.push_back(i);
+    }
+    if (which.empty()) continue;
+    m.decode(tokens.data(), running.data(), int64_t(which.size()));
+    ++calls;
+    for (size_t j = 0; j < which.size(); ++j) {
+      const T* ref = alone[size_t(which[j])]->step(tokens[j]);
+      const T* got = running[j]->logits.data();
+      for (int64_t v = 0; v < V; ++v) {
+        r.max_abs = std::max(r.max_abs, std::abs(double(got[v]) - double(ref[v])));
+        r.max_logit = std::max(r.max_logit, std::abs(double(ref[v])));
+      }
+    }
+  }
+  EXPECT_GT(calls, S);
+  return r;
+}
+
+TEST(BatchedDecode, SequencesAtTheirOwnPositionsMatchEachDecodedAlone) {
+  ModelConfig c = tiny();
+  c.seq_len = 32;
+  c.sliding_window = 8;  // the local rings wrap
+  c.kv_heads_local = 2;
+  c.kv_heads_global = 2;
+  const Compare d = check_batched<double>(c, 21);
+  EXPECT_GT(d.max_logit, 1.0);
+  EXPECT_LT(d.rel(), 1e-10) << d.max_abs;
+  c = tiny();
+  c.seq_len = 32;
+  c.sliding_window = 16;
+  const Compare f = check_batched<float>(c, 22);
+  EXPECT_LT(f.rel(), 1e-4) << f.max_abs;
+}
+
+TEST(BatchedDecode, RefusesMoreSequencesThanTheModelHoldsAndBadTokens) {
+  ModelConfig c = tiny();
+  c.seq_len = 8;
+  c.sliding_window = 8;
+  Model<float> m(c, 1, ModelUse::Inference);
+  m.init(1);
+  std::vector<std::unique_ptr<DecodeCache<float>>> cache;
+  std::vector<DecodeCache<float>*> p;
+  for (int i = 0; i < 9; ++i) {
+    cache.push_back(std::make_unique<DecodeCache<float>>(c));
+    p.push_back(cache.back().get());
+  }
+  std::vector<int32_t> tokens(9, 1);
+  EXPECT_THROW(m.decode(tokens.data(), p.data(), 9), Error);  // 9 > max_batch · seq_len = 8
+  tokens[3] = int32_t(c.vocab_size);
+  try {
+    m.decode(tokens.data(), p.data(), 4);
+    ADD_FAILURE() << "an id outside the vocabulary was decoded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
 }
 
 // What evaluation and `marin sample` build: the same forward and decoding, no gradient memory.

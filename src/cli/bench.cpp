@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
@@ -48,6 +49,7 @@ struct BenchOptions {
   DtypeOption dtype;
   int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
   int64_t prompt_tokens = 0, max_tokens = 0;  // --decode; 0: 64 and 256, less if seq_len is short
+  int64_t gen_batch = 1;                      // --decode: sequences decoded together
   bool json = false, train = false, decode = false;
   std::string vocab, ns_dtype = "fp32";
   std::vector<std::string> files;
@@ -157,9 +159,10 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
           {"ns_dtype", t.optim.ns_dtype}};
 }
 
-// Incremental decoding exactly as `marin sample` runs it (Decoder over an inference model, batch
-// 1): a prompt of random ids, then max_tokens greedy tokens one at a time, each iteration from an
-// empty cache. Random weights decode at the speed of trained ones (same shapes, same work).
+// Incremental decoding as `marin sample` (one sequence) and generate_until (--gen-batch
+// sequences together) run it: Model::decode over an inference model, a prompt of random ids per
+// sequence, then max_tokens greedy tokens, each iteration from empty caches. Random weights decode
+// at the speed of trained ones (same shapes, same work).
 nlohmann::json bench_decode(BenchOptions o, const ModelConfig& c) {
   if (o.prompt_tokens == 0) o.prompt_tokens = std::min<int64_t>(64, c.seq_len / 4);
   if (o.max_tokens == 0) o.max_tokens = std::min<int64_t>(256, c.seq_len - o.prompt_tokens);
@@ -168,35 +171,52 @@ nlohmann::json bench_decode(BenchOptions o, const ModelConfig& c) {
         "marin bench --decode: --prompt-tokens ({}) and --max-tokens ({}) must be >= 1 and fit in "
         "the context together (seq_len {})",
         o.prompt_tokens, o.max_tokens, c.seq_len);
+  const int64_t n = o.gen_batch;
+  if (n < 1 || n > c.seq_len)
+    fail("marin bench --decode: --gen-batch must be in [1, seq_len {}], got {}", c.seq_len, n);
   Model<float> m(c, 1, ModelUse::Inference);
   m.init(1);
-  Decoder<float> dec(m);
-  std::vector<int32_t> tok, lab, seg;
-  random_batch(c, o.prompt_tokens, tok, lab, seg);
+  std::vector<std::unique_ptr<DecodeCache<float>>> caches;
+  std::vector<DecodeCache<float>*> at;
+  for (int64_t s = 0; s < n; ++s) {
+    caches.push_back(std::make_unique<DecodeCache<float>>(c));
+    at.push_back(caches.back().get());
+  }
   Rng rng(1);
+  std::vector<int32_t> prompt(static_cast<size_t>(n * o.prompt_tokens)),
+      step(static_cast<size_t>(n));
+  for (int32_t& t : prompt) t = int32_t(rng.next_u64() % uint64_t(c.vocab_size));
   std::vector<double> prefill, decode, cpu;
   for (int i = 0; i < o.warmup + o.iters; ++i) {
-    dec.reset();
+    for (auto& cache : caches) cache->reset();
     const double c0 = process_cpu_seconds();
     const Timer tp;
-    const float* logits = dec.prefill(tok.data(), o.prompt_tokens);
+    for (int64_t t = 0; t < o.prompt_tokens; ++t) {
+      for (int64_t s = 0; s < n; ++s) step[size_t(s)] = prompt[size_t(s * o.prompt_tokens + t)];
+      m.decode(step.data(), at.data(), n);
+    }
     const double t_prefill = tp.seconds();
     const Timer td;
-    for (int64_t k = 0; k < o.max_tokens; ++k)
-      logits = dec.step(sample_token(logits, c.vocab_size, SamplingOptions{0, 0, 1}, rng));
+    for (int64_t k = 0; k < o.max_tokens; ++k) {
+      for (int64_t s = 0; s < n; ++s)
+        step[size_t(s)] =
+            sample_token(at[size_t(s)]->logits.data(), c.vocab_size, SamplingOptions{0, 0, 1}, rng);
+      m.decode(step.data(), at.data(), n);
+    }
     if (i < o.warmup) continue;
     prefill.push_back(t_prefill), decode.push_back(td.seconds());
     cpu.push_back(process_cpu_seconds() - c0);
   }
   const double t_dec = median(decode);
-  const double tokens_per_second = double(o.max_tokens) / t_dec;
+  const double tokens_per_second = double(n * o.max_tokens) / t_dec;
   return {{"prompt_tokens", o.prompt_tokens},
           {"max_tokens", o.max_tokens},
-          {"prefill_tokens_per_second", double(o.prompt_tokens) / median(prefill)},
+          {"gen_batch", n},
+          {"prefill_tokens_per_second", double(n * o.prompt_tokens) / median(prefill)},
           {"decode_tokens_per_second", tokens_per_second},
-          {"decode_ms_per_token", 1e3 * t_dec / double(o.max_tokens)},
+          {"decode_ms_per_step", 1e3 * t_dec / double(o.max_tokens)},
           {"cpu_seconds_median", median(cpu)},
-          {"decode_state_bytes", dec.state_bytes()},
+          {"decode_state_bytes", n * caches[0]->state_bytes()},
           // Forward FLOPs by the §6 estimator (attention over the whole context: an upper bound
           // for the short contexts of decoding).
           {"model_gflops", double(forward_flops_per_token(c)) * tokens_per_second / 1e9}};
@@ -257,11 +277,12 @@ int bench_model(BenchOptions o) {
     }
     print_machine();
     fmt::print(
-        "{} decoding, batch 1: prompt {} tokens at {:.0f} tokens/s, then {} tokens at {:.1f} "
-        "tokens/s ({:.2f} ms a token, {:.1f} GFLOP/s of model FLOPs); decoding state {:.1f} MB\n",
-        o.model.preset, j["prompt_tokens"].get<int64_t>(),
+        "{} decoding, {} sequence(s) together: prompts of {} tokens at {:.0f} tokens/s, then {} "
+        "tokens each at {:.1f} tokens/s ({:.2f} ms a step, {:.1f} GFLOP/s of model FLOPs); "
+        "decoding state {:.1f} MB\n",
+        o.model.preset, j["gen_batch"].get<int64_t>(), j["prompt_tokens"].get<int64_t>(),
         j["prefill_tokens_per_second"].get<double>(), j["max_tokens"].get<int64_t>(),
-        j["decode_tokens_per_second"].get<double>(), j["decode_ms_per_token"].get<double>(),
+        j["decode_tokens_per_second"].get<double>(), j["decode_ms_per_step"].get<double>(),
         j["model_gflops"].get<double>(), double(j["decode_state_bytes"].get<int64_t>()) / 1e6);
     return 0;
   }
@@ -381,7 +402,11 @@ MARIN_COMMAND(
                    "time the full training step as marin train runs it (data parallel "
                    "under mpirun) and Newton–Schulz");
       app.add_flag("--decode", o->decode,
-                   "time incremental decoding as marin sample runs it (batch 1)");
+                   "time incremental decoding as marin sample runs it (one sequence), or "
+                   "generate_until (--gen-batch sequences together)");
+      app.add_option("--gen-batch", o->gen_batch,
+                     "--decode: sequences decoded together, one token of each per forward")
+          ->capture_default_str();
       app.add_option("--prompt-tokens", o->prompt_tokens,
                      "--decode: prompt length in tokens (default 64, at most a quarter of "
                      "seq_len)");

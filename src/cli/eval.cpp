@@ -60,6 +60,7 @@ struct EvalArgs {
   uint64_t bootstrap_iters = 100000;
   bool log_samples = false;
   bool shared_context = false;
+  int64_t gen_batch = 32;
 };
 
 // The training options of the run a checkpoint belongs to: CKPT/state.json (a run checkpoint),
@@ -289,6 +290,7 @@ int run_task_eval(const EvalArgs& a) {
   o.threshold = a.threshold;
   o.log_samples = a.log_samples;
   o.shared_context = a.shared_context;
+  o.generation_batch = a.gen_batch;
   o.bootstrap_iters = a.bootstrap_iters;
   o.progress = !a.quiet && parallel::world().is_root();
   o.group = &parallel::world();  // under mpirun the forward passes are split over the ranks
@@ -421,6 +423,11 @@ MARIN_COMMAND(
       app.add_flag("--shared-context", a->shared_context,
                    "multiple choice: decode each item's context once (the decoding cache) and "
                    "continue every choice from it, instead of re-reading it per choice");
+      app.add_option("--gen-batch", a->gen_batch,
+                     "generate_until: prompts decoded together, one token of each per forward "
+                     "(the harness's batch_size)")
+          ->capture_default_str()
+          ->check(in_range<int64_t>(1, 4096));
       return [a] { return run_eval(*a); };
     });
 

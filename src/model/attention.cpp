@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "kernels/threads.hpp"
 
 namespace marin {
 
@@ -65,18 +66,19 @@ void AttentionLayer<T>::forward(const T* x, const int32_t* seg, T* out, int B,
   x_ = x;
   seg_ = seg;
   const int S = at ? 1 : S_;
-  MARIN_CHECK(!at || B == 1, "attention: decoding runs one token, got {} rows", B);
+  MARIN_CHECK(!at || B == at->rows, "attention: decoding {} sequences, got {} rows",
+              at ? at->rows : 0, B);
   const i64 rows = i64(B) * S, d = c_.hidden_dim, qd = c_.q_dim(), kd = c_.kv_dim();
   const i64 H = c_.num_heads, KV = c_.kv_heads_local, hd = c_.head_dim;
-  const i64 pos0 = at ? at->pos : 0;
 
   linear_fwd(x, wq_.w, q_raw_.data(), rows, d, qd);
   linear_fwd(x, wk_.w, k_pre_.data(), rows, d, kd);
   linear_fwd(x, wv_.w, v_.data(), rows, d, kd);
   // SConv on k over all stored channels, before the head split.
   if (sconv_k_.w && at)
-    kernels::sconv_step(k_pre_.data(), sconv_k_.w, at->cache->tap_k.data(), k_raw_.data(), pos0,
-                        int(kd), int(c_.sconv_kernel));
+    for (i64 r = 0; r < rows; ++r)
+      kernels::sconv_step(k_pre_.data() + r * kd, sconv_k_.w, at->caches[r]->tap_k.data(),
+                          k_raw_.data() + r * kd, at->pos[r], int(kd), int(c_.sconv_kernel));
   else if (sconv_k_.w)
     kernels::sconv_fwd(k_pre_.data(), sconv_k_.w, seg, k_raw_.data(), B, S, int(kd),
                        int(c_.sconv_kernel));
@@ -88,27 +90,35 @@ void AttentionLayer<T>::forward(const T* x, const int32_t* seg, T* out, int B,
   kernels::rmsnorm_fwd<T>(k_raw_.data(), nullptr, kf_.data(), rstd_k_.data(), rows * KV, hd,
                           kQKNormEps);
   if (!global_ && c_.rope_dim > 0) {
-    kernels::rope(qf_.data(), B, S, int(H), int(hd), qd, int(c_.rope_dim), c_.rope_theta, false,
-                  pos0);
-    kernels::rope(kf_.data(), B, S, int(KV), int(hd), kd, int(c_.rope_dim), c_.rope_theta, false,
-                  pos0);
+    // Decoding: each row is one token of its own sequence, at its own position.
+    for (i64 r = 0; r < (at ? rows : 1); ++r) {
+      const int b = at ? 1 : B;
+      const i64 pos0 = at ? at->pos[r] : 0;
+      kernels::rope(qf_.data() + r * qd, b, S, int(H), int(hd), qd, int(c_.rope_dim), c_.rope_theta,
+                    false, pos0);
+      kernels::rope(kf_.data() + r * kd, b, S, int(KV), int(hd), kd, int(c_.rope_dim),
+                    c_.rope_theta, false, pos0);
+    }
   }
   kernels::scale(qf_.data(), T(c_.qk_mult), rows * qd);
 
   if (at) {
-    // This position's key and value (the heads attention reads) join the cache, then the query
-    // attends over every cached position it can see.
-    LayerCache<T>& L = *at->cache;
-    const i64 row = L.kv_used * hd, slot = pos0 % L.cap;
-    std::copy(kf_.data(), kf_.data() + row, L.k.data() + slot * row);
-    std::copy(v_.data(), v_.data() + row, L.v.data() + slot * row);
-    kernels::DecodeAttnShape ds;
-    ds.H = int(H);
-    ds.kv_used = int(L.kv_used);
-    ds.hd = int(hd);
-    ds.window = global_ ? 0 : int(c_.sliding_window);
-    ds.cap = L.cap;
-    kernels::attention_decode(ds, qf_.data(), L.k.data(), L.v.data(), pos0, y_.data());
+    // Each row's key and value (the heads attention reads) join its sequence's cache, then its
+    // query attends over every cached position it can see; the sequences are independent tasks.
+    kernels::parallel_tasks(rows, [&](int64_t r, int) {
+      LayerCache<T>& L = *at->caches[r];
+      const i64 pos = at->pos[r], row = L.kv_used * hd, slot = pos % L.cap;
+      std::copy(kf_.data() + r * kd, kf_.data() + r * kd + row, L.k.data() + slot * row);
+      std::copy(v_.data() + r * kd, v_.data() + r * kd + row, L.v.data() + slot * row);
+      kernels::DecodeAttnShape ds;
+      ds.H = int(H);
+      ds.kv_used = int(L.kv_used);
+      ds.hd = int(hd);
+      ds.window = global_ ? 0 : int(c_.sliding_window);
+      ds.cap = L.cap;
+      kernels::attention_decode(ds, qf_.data() + r * qd, L.k.data(), L.v.data(), pos,
+                                y_.data() + r * qd);
+    });
   } else {
     kernels::attention_fwd(shape(B), qf_.data(), kf_.data(), v_.data(), seg, y_.data(),
                            lse_.data());

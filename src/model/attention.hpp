@@ -16,8 +16,9 @@ class AttentionLayer {
   AttentionLayer() = default;
   AttentionLayer(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S);
   // x: [B·S, d] (kept alive by the caller), seg: [B, S]. out: [B·S, d].
-  // Decoding (`at` set): one token (B = 1, seg unused) at position at->pos; its key and value join
-  // the layer's cache and the query attends over the cached positions it can see.
+  // Decoding (`at` set): B = at->rows tokens, one per sequence (seg unused), each at its own
+  // position; a token's key and value join its sequence's cache and its query attends over the
+  // cached positions it can see.
   void forward(const T* x, const int32_t* seg, T* out, int B, const DecodeAt<T>* at = nullptr);
   // dx overwritten.
   void backward(const T* dout, T* dx, int B, Arena<T>& arena);

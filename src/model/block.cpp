@@ -38,14 +38,17 @@ i64 Block<T>::scratch(const ModelConfig& c, i64 rows, int expert_ranks) {
 }
 
 // out = h + SConv(x) (or h + x without the site); conv input x is the saved activation. While
-// decoding, the SConv reads and extends the site's tap ring instead of the row.
+// decoding, each row's SConv reads and extends its sequence's tap ring of the site (`taps`).
 template <class T>
 static void residual_add(const T* h, const T* x, const Weight<T>& conv, const int32_t* seg, T* out,
-                         int B, int S, i64 d, int k, const DecodeAt<T>* at, Buffer<T>* taps) {
+                         int B, int S, i64 d, int k, const DecodeAt<T>* at,
+                         Buffer<T> LayerCache<T>::*taps) {
   const i64 n = i64(B) * S * d;
   if (!conv.w) return kernels::add(h, x, out, n);
   if (at)
-    kernels::sconv_step(x, conv.w, taps->data(), out, at->pos, int(d), k);
+    for (i64 r = 0; r < at->rows; ++r)
+      kernels::sconv_step(x + r * d, conv.w, (at->caches[r]->*taps).data(), out + r * d, at->pos[r],
+                          int(d), k);
   else
     kernels::sconv_fwd(x, conv.w, seg, out, B, S, int(d), k);
   kernels::add(out, h, out, n);
@@ -61,7 +64,7 @@ void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, const
   attn_norm_.forward(h_in, a_in_.data(), rows);
   attn_.forward(a_in_.data(), seg, att_.data(), B, at);
   residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S, d, k, at,
-               at ? &at->cache->tap_attn : nullptr);
+               &LayerCache<T>::tap_attn);
 
   mlp_norm_.forward(h_mid_.data(), m_in_.data(), rows);
   moe_.forward(m_in_.data(), m_.data(), rows, dispatch);
@@ -69,7 +72,7 @@ void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, const
     shared_[j].forward(m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
                        m_.data(), /*accumulate_y=*/true);
   residual_add(h_mid_.data(), m_.data(), sconv_mlp_, seg, h_out, B, S, d, k, at,
-               at ? &at->cache->tap_mlp : nullptr);
+               &LayerCache<T>::tap_mlp);
 }
 
 template <class T>

@@ -16,8 +16,9 @@ class Block {
  public:
   Block(const Binder<T>& bind, const ModelConfig& c, int64_t layer, int B, int S,
         const ExpertPlacement<T>& experts = {});
-  // h_in kept alive by the caller; h_out: [B·S, d]. Decoding (`at` set): one token (B = 1) at
-  // position at->pos, whose layer state (KV cache, SConv taps) is read and extended.
+  // h_in kept alive by the caller; h_out: [B·S, d]. Decoding (`at` set): B = at->rows tokens, one
+  // per sequence at its own position, whose layer state (KV cache, SConv taps) is read and
+  // extended.
   void forward(const T* h_in, const int32_t* seg, T* h_out, int B, const Dispatch& dispatch,
                const DecodeAt<T>* at = nullptr);
   // dh_in overwritten (may not alias dh_out).

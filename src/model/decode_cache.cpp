@@ -21,7 +21,6 @@ DecodeCache<T>::DecodeCache(const ModelConfig& c) {
     if (c.has_sconv("attn")) L.tap_attn.resize(size_t(taps * d));
     if (c.has_sconv("mlp")) L.tap_mlp.resize(size_t(taps * d));
   }
-  for (auto* b : {&x, &h, &h2}) b->resize(size_t(d));
   logits.resize(size_t(c.vocab_size));
 }
 

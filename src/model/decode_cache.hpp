@@ -22,11 +22,14 @@ struct LayerCache {
   Buffer<T> tap_k, tap_attn, tap_mlp;  // [k − 1, C]; empty where the site is absent
 };
 
-// Where the one token of a forward call sits while decoding: its position and its layer's cache.
+// Where the tokens of a decoding forward sit: one row per sequence, each with its own position
+// and its sequence's cache of this layer (rows of one call belong to different sequences, so
+// prompts of any lengths decode together; Model::decode).
 template <class T>
 struct DecodeAt {
-  LayerCache<T>* cache = nullptr;
-  int64_t pos = 0;
+  LayerCache<T>* const* caches = nullptr;  // [rows]
+  const int64_t* pos = nullptr;            // [rows]
+  int64_t rows = 0;
 };
 
 template <class T>
@@ -39,7 +42,7 @@ struct DecodeCache {
 
   int64_t pos = 0;  // position of the next token
   std::vector<LayerCache<T>> layers;
-  Buffer<T> x, h, h2, logits;  // one token's embedding, residual stream (two) and logits
+  Buffer<T> logits;  // [vocab_size]: the logits of the last token decoded
 };
 
 }  // namespace marin

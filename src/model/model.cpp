@@ -213,28 +213,58 @@ void Model<T>::backward() {
 
 template <class T>
 const T* Model<T>::decode(int32_t token, DecodeCache<T>& cache) {
+  DecodeCache<T>* one = &cache;
+  decode(&token, &one, 1);
+  return cache.logits.data();
+}
+
+template <class T>
+void Model<T>::decode(const int32_t* tokens, DecodeCache<T>* const* caches, int64_t n) {
   const i64 d = cfg_.hidden_dim, V = cfg_.vocab_size;
-  if (token < 0 || token >= V) fail("token id {} is outside the vocabulary [0, {})", token, V);
-  if (cache.pos >= cfg_.seq_len)
-    fail("position {} is past the model's context (seq_len {})", cache.pos, cfg_.seq_len);
-  MARIN_CHECK(cache.layers.size() == blocks_.size() && i64(cache.logits.size()) == V,
-              "decode: the cache was built for another model ({} layers)", cache.layers.size());
-  // A decoder's weights never change while it runs (eval/sampler.hpp): converted at its first
-  // token, read by the rest.
-  if (cache.pos == 0) refresh_weight_copy();
-  kernels::embedding_fwd(param("embed.weight"), &token, cache.x.data(), 1, d);
-  T* h = cache.h.data();
-  T* h2 = cache.h2.data();
-  embed_norm_.forward(cache.x.data(), h, 1);
+  MARIN_CHECK(n >= 1 && n <= i64(max_batch_) * S_,
+              "decode: {} sequences at once, the model holds at most {} rows", n,
+              i64(max_batch_) * S_);
+  bool first = false;
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (i64 i = 0; i < n; ++i) {
+    const DecodeCache<T>& c = *caches[i];
+    if (tokens[i] < 0 || tokens[i] >= V)
+      fail("token id {} is outside the vocabulary [0, {})", tokens[i], V);
+    if (c.pos >= cfg_.seq_len)
+      fail("position {} is past the model's context (seq_len {})", c.pos, cfg_.seq_len);
+    MARIN_CHECK(c.layers.size() == blocks_.size() && i64(c.logits.size()) == V,
+                "decode: the cache was built for another model ({} layers)", c.layers.size());
+    pos[size_t(i)] = c.pos;
+    first = first || c.pos == 0;
+  }
+  // A decoder's weights never change while it runs (eval/sampler.hpp): converted when a sequence
+  // starts, read by the rest.
+  if (first) refresh_weight_copy();
+  // The n rows run through the training forward's own buffers (saved activations, which a
+  // decoding call may overwrite), never logits_.
+  T* x = embed_.data();
+  T* h = hs_.data();
+  T* h2 = hs_.data() + n * d;
+  kernels::embedding_fwd(param("embed.weight"), tokens, x, n, d);
+  embed_norm_.forward(x, h, n);
+  std::vector<LayerCache<T>*> layer(static_cast<size_t>(n));
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    const DecodeAt<T> at{&cache.layers[l], cache.pos};
-    blocks_[l]->forward(h, nullptr, h2, 1, Dispatch{}, &at);
+    for (i64 i = 0; i < n; ++i) layer[size_t(i)] = &caches[i]->layers[l];
+    const DecodeAt<T> at{layer.data(), pos.data(), n};
+    blocks_[l]->forward(h, nullptr, h2, int(n), Dispatch{}, &at);
     std::swap(h, h2);
   }
-  final_norm_.forward(h, cache.x.data(), 1);
-  linear_fwd(cache.x.data(), param("lm_head"), cache.logits.data(), 1, d, V);
-  ++cache.pos;
-  return cache.logits.data();
+  final_norm_.forward(h, hf_.data(), n);
+  if (n == 1) {
+    linear_fwd(hf_.data(), param("lm_head"), caches[0]->logits.data(), 1, d, V);
+  } else {
+    if (decode_logits_.size() < size_t(n * V)) decode_logits_.resize(size_t(n * V));
+    linear_fwd(hf_.data(), param("lm_head"), decode_logits_.data(), n, d, V);
+    for (i64 i = 0; i < n; ++i)
+      std::copy(decode_logits_.data() + i * V, decode_logits_.data() + (i + 1) * V,
+                caches[i]->logits.data());
+  }
+  for (i64 i = 0; i < n; ++i) ++caches[i]->pos;
 }
 
 template class Model<float>;

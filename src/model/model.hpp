@@ -97,6 +97,12 @@ class Model {
   // of a row holding the same tokens. It overwrites the modules' saved activations (backward()
   // needs a new forward() first) but not logits() or token_ce().
   const T* decode(int32_t token, DecodeCache<T>& cache);
+  // decode() of n sequences at once (batched generation): tokens[i] runs at caches[i]->pos of its
+  // own sequence, all n in one forward of n rows, so the projections and experts are n-row
+  // products instead of n one-row ones. Each sequence's logits go to its cache's `logits`. The
+  // caches must be distinct; 1 <= n <= max_batch · seq_len. Each row's logits equal decode()'s
+  // for that sequence alone up to the summation order of the products (tests/test_sample.cpp).
+  void decode(const int32_t* tokens, DecodeCache<T>* const* caches, int64_t n);
 
   // Per-token CE of the last forward ([B·S], label < 0 → 0) and the logits of the last forward.
   const T* token_ce() const { return ce_.data(); }
@@ -137,6 +143,7 @@ class Model {
   GatedRMSNorm<T> embed_norm_, final_norm_;
   std::vector<std::unique_ptr<Block<T>>> blocks_;
   Buffer<T> embed_, hs_, hf_, logits_, lse_, ce_;
+  Buffer<T> decode_logits_;  // [n, V] of a batched decode, sized at its first use
   Buffer<int32_t> tokens_, labels_, seg_, safe_labels_;
   Arena<T> arena_;
   double inv_count_ = 0;

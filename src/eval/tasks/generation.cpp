@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/utf8.hpp"
@@ -18,6 +19,7 @@
 #include "eval/sampler.hpp"
 #include "eval/tasks/task_items.hpp"
 #include "eval/tasks/task_scorer.hpp"
+#include "model/decode_cache.hpp"
 #include "model/model.hpp"
 
 namespace marin::eval {
@@ -264,60 +266,127 @@ std::vector<std::string> read_generation_targets(const json& line, const std::st
 
 // ---- generation ----
 
+namespace {
+
+// Bytes that are not UTF-8 (a token ending inside a character) become U+FFFD, as the harness's
+// decode(errors="replace") gives them; the response is then valid JSON text.
+std::string replace_invalid_utf8(const std::string& text) {
+  std::string clean;
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t n = utf8::decode(text, i, cp);
+    if (n == 0) {
+      clean += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      clean.append(text, i, n);
+      i += n;
+    }
+  }
+  return clean;
+}
+
+// One prompt on its way through the decoder: its tokens, how many have been run, what it has
+// generated so far.
+struct Stream {
+  size_t item = 0;
+  std::vector<int32_t> prompt;
+  size_t fed = 0;
+  std::vector<uint32_t> gen;
+  std::string text;
+  size_t cut = std::string::npos;  // where the first `until` string starts in text
+  int32_t next = 0;                // the generated token to run next
+
+  int32_t input() const { return fed < prompt.size() ? prompt[fed] : next; }
+  // After a token of this stream ran: true once its logits predict a generated token.
+  bool ran() {
+    if (fed < prompt.size()) ++fed;
+    return fed == prompt.size();
+  }
+  // Takes the chosen token; true when the response is complete (EOS, an `until` string, or
+  // max_gen_toks tokens).
+  bool take(int32_t token, std::optional<uint32_t> eos, const Tokenizer& tok,
+            const GenerationKwargs& g) {
+    if (eos && uint32_t(token) == *eos) return true;
+    gen.push_back(uint32_t(token));
+    text = tok.decode(gen);
+    for (const std::string& u : g.until)
+      if (!u.empty()) cut = std::min(cut, text.find(u));
+    next = token;
+    return cut != std::string::npos || int64_t(gen.size()) >= g.max_gen_toks;
+  }
+  std::string response() {
+    if (cut != std::string::npos) text.resize(cut);
+    return replace_invalid_utf8(text);
+  }
+};
+
+}  // namespace
+
 std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
                                          const std::vector<std::string>& contexts,
-                                         const GenerationKwargs& g) {
+                                         const GenerationKwargs& g, int64_t batch) {
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
   const int64_t max_ctx = S - g.max_gen_toks;
   MARIN_CHECK(max_ctx >= 1,
               "generate_until: max_gen_toks {} leaves no room for the context (seq_len {})",
               g.max_gen_toks, S);
+  MARIN_CHECK(batch >= 1, "generate_until: the batch must be ≥ 1, got {}", batch);
+  MARIN_CHECK(g.max_gen_toks >= 1, "generate_until: max_gen_toks must be ≥ 1, got {}",
+              g.max_gen_toks);
   const int64_t prefix = prefix_token(tok);
   const std::optional<uint32_t> eos = tok.eos();
   // Ids the tokenizer has no text for (a model vocabulary padded beyond it) are never chosen.
   std::vector<uint8_t> allowed(size_t(V), 0);
   for (int64_t i = 0; i < V && i < int64_t(tok.vocab_size()); ++i)
     allowed[size_t(i)] = tok.has_token(uint32_t(i));
-  Decoder<float> dec(m);
   Rng unused(0);  // greedy sample_token draws nothing
-  std::vector<std::string> out;
-  for (const std::string& ctx : contexts) {
-    std::vector<uint32_t> ids = tok.template_prefix();  // as continuation_request starts one
-    tok.encode_into(ctx, ids);
-    if (ids.empty()) ids = {uint32_t(prefix)};
-    if (int64_t(ids.size()) > max_ctx) ids.erase(ids.begin(), ids.end() - max_ctx);
-    const std::vector<int32_t> in(ids.begin(), ids.end());
-    dec.reset();
-    const float* z = dec.prefill(in.data(), int64_t(in.size()));
-    std::vector<uint32_t> gen;
-    std::string text;
-    size_t cut = std::string::npos;
-    for (int64_t k = 0; k < g.max_gen_toks; ++k) {
-      const int32_t next = sample_token(z, V, SamplingOptions{0.0, 0, 1.0}, unused, allowed.data());
-      if (eos && uint32_t(next) == *eos) break;
-      gen.push_back(uint32_t(next));
-      text = tok.decode(gen);
-      for (const std::string& u : g.until)
-        if (!u.empty()) cut = std::min(cut, text.find(u));
-      if (cut != std::string::npos) break;
-      if (k + 1 < g.max_gen_toks) z = dec.step(next);
+
+  // Up to `batch` prompts decode together, one token of each per forward (its next prompt token
+  // or its last generated one), so prompts of any lengths share every step; a finished prompt's
+  // slot takes the next waiting prompt.
+  const int64_t slots = std::min({batch, int64_t(contexts.size()), m.max_batch() * S});
+  std::vector<std::unique_ptr<DecodeCache<float>>> cache;
+  for (int64_t s = 0; s < slots; ++s)
+    cache.push_back(std::make_unique<DecodeCache<float>>(m.config()));
+  std::vector<std::optional<Stream>> slot(static_cast<size_t>(slots));
+  std::vector<std::string> out(contexts.size());
+  size_t waiting = 0;
+  std::vector<int32_t> tokens;
+  std::vector<DecodeCache<float>*> running;
+  std::vector<size_t> which;
+  for (;;) {
+    for (size_t s = 0; s < slot.size(); ++s) {
+      if (slot[s] || waiting == contexts.size()) continue;
+      std::vector<uint32_t> ids = tok.template_prefix();  // as continuation_request starts one
+      tok.encode_into(contexts[waiting], ids);
+      if (ids.empty()) ids = {uint32_t(prefix)};
+      if (int64_t(ids.size()) > max_ctx) ids.erase(ids.begin(), ids.end() - max_ctx);
+      slot[s].emplace();
+      slot[s]->item = waiting++;
+      slot[s]->prompt.assign(ids.begin(), ids.end());
+      cache[s]->reset();
     }
-    if (cut != std::string::npos) text.resize(cut);
-    // Bytes that are not UTF-8 (a token ending inside a character) become U+FFFD, as the
-    // harness's decode(errors="replace") gives them; the response is then valid JSON text.
-    std::string clean;
-    for (size_t i = 0; i < text.size();) {
-      uint32_t cp = 0;
-      const size_t n = utf8::decode(text, i, cp);
-      if (n == 0) {
-        clean += "\xEF\xBF\xBD";
-        ++i;
-      } else {
-        clean.append(text, i, n);
-        i += n;
+    tokens.clear();
+    running.clear();
+    which.clear();
+    for (size_t s = 0; s < slot.size(); ++s)
+      if (slot[s]) {
+        tokens.push_back(slot[s]->input());
+        running.push_back(cache[s].get());
+        which.push_back(s);
       }
+    if (which.empty()) break;
+    m.decode(tokens.data(), running.data(), int64_t(which.size()));
+    for (size_t s : which) {
+      Stream& st = *slot[s];
+      if (!st.ran()) continue;
+      const int32_t next = sample_token(cache[s]->logits.data(), V, SamplingOptions{0.0, 0, 1.0},
+                                        unused, allowed.data());
+      if (!st.take(next, eos, tok, g)) continue;
+      out[st.item] = st.response();
+      slot[s].reset();
     }
-    out.push_back(std::move(clean));
   }
   return out;
 }
@@ -467,7 +536,8 @@ TaskResult score_generation_task(Model<float>& m, const Tokenizer& tok, const Ta
   std::vector<std::string> contexts;
   for (size_t i = 0; i < r.effective; ++i) contexts.push_back(t.items[i].context);
   // Under a group every rank generates every item (the same responses: greedy, deterministic).
-  const std::vector<std::string> resp = generate_greedy(m, tok, contexts, g.kwargs);
+  const std::vector<std::string> resp =
+      generate_greedy(m, tok, contexts, g.kwargs, o.generation_batch);
   r.requests = r.effective * uint64_t(g.repeats);
 
   // score[f][i]: item i's exact_match under filter f; filtered[f][i] for the samples.

@@ -75,12 +75,14 @@ GenerationConfig read_generation_fields(const nlohmann::json& header, const std:
 std::vector<std::string> read_generation_targets(const nlohmann::json& line,
                                                  const std::string& where);
 
-// Greedy responses, one per context, in order: each context decoded through Decoder<float> over
-// Model::decode (see the file comment for truncation and stopping). Items are decoded one after
-// another (Model::decode runs one sequence); ids the tokenizer lacks are never chosen.
+// Greedy responses, one per context, in order (see the file comment for truncation and stopping):
+// up to `batch` contexts decode together through Model::decode's batched form, one token of each
+// per forward, a finished context's place taken by the next; ids the tokenizer lacks are never
+// chosen. The responses equal those of decoding each context alone, as far as the products'
+// summation order leaves every argmax where it was.
 std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
                                          const std::vector<std::string>& contexts,
-                                         const GenerationKwargs& g);
+                                         const GenerationKwargs& g, int64_t batch = 32);
 
 // A pipeline's output for one item: a list of strings, or one string once a step reduced it
 // (take_first).

@@ -94,6 +94,8 @@ struct TaskOptions {
   // multiple_choice: compute each item's shared context once through the decoding cache
   // (score_shared_context) instead of once per choice in packed forwards.
   bool shared_context = false;
+  // generate_until: prompts decoded together (generate_greedy), as the harness's batch_size.
+  int64_t generation_batch = 32;
   uint64_t bootstrap_iters = 100000;  // the harness's default
   uint64_t bootstrap_seed = 1234;
   bool progress = true;
