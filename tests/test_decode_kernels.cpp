@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "isa_loop.hpp"
 #include "kernels/kernels.hpp"
 
 namespace mk = marin::kernels;
@@ -60,6 +61,41 @@ TEST(DecodeKernels, AttentionOverARingEqualsTheFullForward) {
     }
     EXPECT_LT(worst, 1e-13) << "window " << window;
   }
+}
+
+// The float path (Highway, each SIMD target this CPU runs) against the double one over the same
+// ring: head dims of 1, 2 and 8 vectors and one no target's lanes divide (the generic path), GQA
+// groups of 4 and 8, a wrapped window and a global layer, positions from the first to past the
+// window.
+TEST(DecodeKernels, FloatAttentionEqualsDoubleOnEveryIsa) {
+  marin::testing::for_each_isa([] {
+    for (int hd : {16, 32, 128, 12})
+      for (int window : {24, 0}) {
+        mk::DecodeAttnShape ds;
+        ds.H = 8;
+        ds.kv_used = window ? 2 : 1;
+        ds.hd = hd;
+        ds.window = window;
+        const int S = 40, row = ds.kv_used * hd;
+        ds.cap = window ? window : S;
+        const Vec q = randn(S * ds.H * hd, 6), k = randn(S * row, 7), v = randn(S * row, 8);
+        Vec kc(ds.cap * row), vc(ds.cap * row), y(ds.H * hd);
+        std::vector<float> qf(q.begin(), q.end()), kcf(kc.size()), vcf(vc.size()), yf(y.size());
+        double worst = 0;
+        for (int t = 0; t < S; ++t) {
+          const int slot = int(t % ds.cap) * row;
+          std::copy(k.begin() + t * row, k.begin() + (t + 1) * row, kc.begin() + slot);
+          std::copy(v.begin() + t * row, v.begin() + (t + 1) * row, vc.begin() + slot);
+          std::copy(kc.begin() + slot, kc.begin() + slot + row, kcf.begin() + slot);
+          std::copy(vc.begin() + slot, vc.begin() + slot + row, vcf.begin() + slot);
+          const int qo = t * ds.H * hd;
+          mk::attention_decode(ds, q.data() + qo, kc.data(), vc.data(), t, y.data());
+          mk::attention_decode(ds, qf.data() + qo, kcf.data(), vcf.data(), t, yf.data());
+          for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::abs(yf[i] - y[i]));
+        }
+        EXPECT_LT(worst, 2e-6) << "hd " << hd << " window " << window;
+      }
+  });
 }
 
 TEST(DecodeKernels, RopeAtAnOffsetEqualsThatPositionOfTheRow) {
