@@ -98,7 +98,8 @@ if [[ $WHAT == all || $WHAT == asan ]]; then
   # suppression can be narrow. Leak checking is off for these tests only; ASan's memory errors
   # and UBSan stay on.
   MPI_TESTS=('mpi\.comm\..*' 'DataParallel\..*' 'ExpertParallel\..*' 'FiniteUpdate\.RollbackIsGlobalUnderMpi'
-    'TokenizeIn\.RanksShareTheFilesAndWriteTheManifestOneProcessWrites')
+    'TokenizeIn\.RanksShareTheFilesAndWriteTheManifestOneProcessWrites'
+    'Generation\.RanksSplitTheItemsAndGiveTheOneProcessResults')
   one_process=$(join "${ASAN_EXCLUDE_ONE[@]}" "${MPI_TESTS[@]}")
   mpi_run=$(join "${MPI_TESTS[@]}") mpi_left_out=$(join "${ASAN_EXCLUDE_MPI[@]}")
   count() { ctest --test-dir $BUILD -N "$@" | sed -n 's/^Total Tests: //p'; }

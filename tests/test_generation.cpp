@@ -13,6 +13,7 @@
 
 #include "cli_util.hpp"
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "core/utf8.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/contamination.hpp"
@@ -306,6 +307,48 @@ TEST(Generation, RenderedTaskIsScoredPerFilterInTheResultsLayout) {
   EXPECT_EQ(smp["resps"], json::array({{resp[0], resp[0], resp[0]}}));  // repeats 3
   EXPECT_EQ(smp["filtered_resps"]["vote"], resp[0]);
   EXPECT_EQ(smp["doc"], json({{"q", 1}}));
+}
+
+// Under mpirun the ranks split the items (rank q takes q, q + R, …) and gather the responses: the
+// results and samples at 3 ranks (7 items: uneven shares) are those of one process.
+TEST(Generation, RanksSplitTheItemsAndGiveTheOneProcessResults) {
+  marin::testing::TempDir d("gen-ranks");
+  ASSERT_EQ(marin::testing::tiny_checkpoint_with_tokenizer(d), "");
+  const auto ctx = contexts();
+  std::vector<json> docs;
+  for (int i = 0; i < 7; ++i)
+    docs.push_back({{"doc_id", i},
+                    {"context", ctx[size_t(i) % ctx.size()] + std::to_string(i)},
+                    {"target", "x"}});
+  const std::string file = task_file(gen_header(), docs);
+  auto eval_json = [&](const std::string& launcher, const std::string& out) {
+    const auto r = marin::testing::run_shell(
+        launcher + " eval --checkpoint " + d.str("ck") + " --tasks " + file +
+        " --no-audit --quiet --log-samples --gen-batch 2 --json " + d.str(out));
+    EXPECT_EQ(r.code, 0) << r.out;
+    json j = json::parse(marin::read_file(d.str(out)));
+    return json{{"results", j["results"]}, {"samples", j["samples"]}};
+  };
+  const json one = eval_json(MARIN_BIN, "one.json");
+  ASSERT_EQ(one["samples"]["gen_tiny"].size(), 7u);
+  // --log-samples' harness file: a line per item and filter, with the filter's response.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(d.path)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("samples_gen_tiny_", 0) != 0) continue;
+    ++files;
+    std::ifstream in(e.path());
+    std::vector<json> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
+    ASSERT_EQ(lines.size(), 14u);
+    EXPECT_EQ(lines[1]["filter"], "vote");
+    EXPECT_EQ(lines[1]["filtered_resps"][0],
+              one["samples"]["gen_tiny"][0]["filtered_resps"]["vote"]);
+    EXPECT_EQ(lines[0]["arguments"]["gen_args_0"]["arg_0"],
+              one["samples"]["gen_tiny"][0]["context"]);
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_EQ(eval_json(marin::testing::mpirun_command(3), "three.json"), one);
 }
 
 TEST(Generation, RefusalsNameTheField) {

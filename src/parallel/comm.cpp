@@ -29,6 +29,19 @@ void Comm::broadcast(std::string& s, int root) {
   if (n > 0) broadcast_raw(s.data(), n, DType::U8, root);
 }
 
+std::vector<std::string> Comm::allgather(const std::string& s) {
+  const std::vector<int64_t> counts = allgather(int64_t(s.size()));
+  std::vector<int64_t> displs(counts.size(), 0);
+  for (size_t q = 1; q < counts.size(); ++q) displs[q] = displs[q - 1] + counts[q - 1];
+  std::string all(size_t(displs.back() + counts.back()), '\0');
+  allgatherv(reinterpret_cast<const uint8_t*>(s.data()), int64_t(s.size()),
+             reinterpret_cast<uint8_t*>(all.data()), counts.data(), displs.data());
+  std::vector<std::string> out;
+  for (size_t q = 0; q < counts.size(); ++q)
+    out.push_back(all.substr(size_t(displs[q]), size_t(counts[q])));
+  return out;
+}
+
 Range split_evenly(int64_t n, int size, int rank) {
   const int64_t q = n / size, r = n % size;
   Range out;

@@ -87,6 +87,8 @@ class Comm {
     broadcast_raw(x, n, dtype_of<T>(), root);
   }
   void broadcast(std::string& s, int root = 0);
+  // Every rank's string, in rank order (collective).
+  std::vector<std::string> allgather(const std::string& s);
   template <class T>
   void reduce_scatter(T* x, const int64_t* counts, Op op = Op::Sum) {
     reduce_scatter_raw(x, counts, dtype_of<T>(), op);

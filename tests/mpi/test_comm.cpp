@@ -53,6 +53,17 @@ TEST(Comm, BroadcastString) {
   EXPECT_EQ(s.substr(5000), "end");
 }
 
+// Strings of every rank, of different lengths (rank 1's empty), with a zero byte inside.
+TEST(Comm, AllgatherStrings) {
+  const int r = W().rank();
+  const std::string mine = r == 1 ? "" : std::string(size_t(3 * r + 1), char('a' + r)) + '\0' + "z";
+  const std::vector<std::string> all = W().allgather(mine);
+  ASSERT_EQ(all.size(), size_t(W().size()));
+  for (int q = 0; q < W().size(); ++q)
+    EXPECT_EQ(all[size_t(q)],
+              q == 1 ? "" : std::string(size_t(3 * q + 1), char('a' + q)) + '\0' + "z");
+}
+
 TEST(Comm, AllgathervGathervAndInPlace) {
   const int r = W().rank(), n = W().size();
   std::vector<int64_t> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));

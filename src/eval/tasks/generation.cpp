@@ -518,6 +518,30 @@ double item_exact_match(const Filtered& f, const std::vector<std::string>& targe
 
 // ---- scoring ----
 
+namespace {
+
+// The responses of the first n items. Under a group of R ranks, rank q generates items q, q + R,
+// … (interleaved, so long and short prompts spread evenly) and every rank gets them all.
+std::vector<std::string> generate_over_ranks(Model<float>& m, const Tokenizer& tok,
+                                             const TaskItems& t, size_t n,
+                                             const GenerationConfig& g, const TaskOptions& o) {
+  const size_t ranks = o.group ? size_t(o.group->size()) : 1;
+  const size_t rank = o.group ? size_t(o.group->rank()) : 0;
+  std::vector<std::string> contexts;
+  for (size_t i = rank; i < n; i += ranks) contexts.push_back(t.items[i].context);
+  std::vector<std::string> mine = generate_greedy(m, tok, contexts, g.kwargs, o.generation_batch);
+  if (ranks == 1) return mine;
+  const std::vector<std::string> all = o.group->allgather(json(mine).dump());
+  std::vector<std::string> out(n);
+  for (size_t q = 0; q < ranks; ++q) {
+    const std::vector<std::string> theirs = json::parse(all[q]).get<std::vector<std::string>>();
+    for (size_t k = 0; k < theirs.size(); ++k) out[q + k * ranks] = theirs[k];
+  }
+  return out;
+}
+
+}  // namespace
+
 TaskResult score_generation_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
                                  const TaskOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -533,11 +557,7 @@ TaskResult score_generation_task(Model<float>& m, const Tokenizer& tok, const Ta
   r.effective = o.limit ? std::min<uint64_t>(o.limit, t.items.size()) : t.items.size();
   r.items_hash = t.items_hash(r.effective);
 
-  std::vector<std::string> contexts;
-  for (size_t i = 0; i < r.effective; ++i) contexts.push_back(t.items[i].context);
-  // Under a group every rank generates every item (the same responses: greedy, deterministic).
-  const std::vector<std::string> resp =
-      generate_greedy(m, tok, contexts, g.kwargs, o.generation_batch);
+  const std::vector<std::string> resp = generate_over_ranks(m, tok, t, r.effective, g, o);
   r.requests = r.effective * uint64_t(g.repeats);
 
   // score[f][i]: item i's exact_match under filter f; filtered[f][i] for the samples.

@@ -582,11 +582,43 @@ std::string py_float(double x) {
 }
 }  // namespace
 
+namespace {
+
+// A generate_until item's lines, one per filter as the harness writes them: the context and the
+// generation kwargs as its arguments, the R responses, that filter's response and metric.
+std::vector<json> generation_samples(const TaskItems& t, const TaskItem& it, const json& smp) {
+  const GenerationConfig& g = *t.generation;
+  const json kwargs = {
+      {"until", g.kwargs.until}, {"max_gen_toks", g.kwargs.max_gen_toks}, {"do_sample", false}};
+  std::vector<json> out;
+  for (const FilterPipeline& f : g.filters) {
+    const std::string metric = "exact_match," + f.name;
+    json e = {{"doc_id", it.doc_id},
+              {"doc", it.doc.is_null() ? json::object() : it.doc},
+              {"target", it.targets.size() == 1 ? json(it.targets[0]) : json(it.targets)},
+              {"arguments", {{"gen_args_0", {{"arg_0", it.context}, {"arg_1", kwargs}}}}},
+              {"resps", smp.at("resps")},
+              {"filtered_resps", json::array({smp.at("filtered_resps").at(f.name)})},
+              {"filter", f.name},
+              {"metrics", json::array({"exact_match"})},
+              {"exact_match", smp.at("metrics").at(metric)}};
+    for (const auto& [k, v] : it.hashes.items()) e[k] = v;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<json> harness_samples(const TaskItems& t, const TaskResult& r) {
   std::vector<json> out;
   for (size_t i = 0; i < r.samples.size() && i < t.items.size(); ++i) {
     const TaskItem& it = t.items[i];
     const json& smp = r.samples[i];
+    if (t.type == OutputType::GenerateUntil) {
+      for (json& e : generation_samples(t, it, smp)) out.push_back(std::move(e));
+      continue;
+    }
     std::vector<std::vector<std::string>> args;
     if (t.multi_input) {
       for (const auto& c : it.contexts) args.push_back({c, t.target_delimiter + it.continuation});
