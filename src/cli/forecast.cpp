@@ -42,8 +42,8 @@ std::string shell_quote(const std::string& s) {
 // marin forecast --score-canaries FORECAST: the canaries' registered forecasts against their
 // rungs, once trained (train --forecast does the same before the target's first step).
 int run_score_canaries(const ForecastCli& a) {
-  const nlohmann::json f = load_json(a.score_canaries);
-  if (!f.contains("canaries")) fail("{}: the forecast registers no canary", a.score_canaries);
+  const scaling::Forecast f = scaling::Forecast::from_json(load_json(a.score_canaries));
+  if (f.canaries.empty()) fail("{}: the forecast registers no canary", a.score_canaries);
   const nlohmann::json s = scaling::score_canaries(f, a.ladder);
   for (auto& c : s)
     fmt::print("canary {}: predicted {:.4f}, actual {:.4f}: {} by {:+.4f} nats ({:+.2f}%)\n",
@@ -54,8 +54,8 @@ int run_score_canaries(const ForecastCli& a) {
   return 0;
 }
 
-int run_forecast(const ForecastCli& a) {
-  if (!a.score_canaries.empty()) return run_score_canaries(a);
+// The target and the law from the command line.
+scaling::ForecastOptions forecast_options(const ForecastCli& a) {
   if (a.ladder.empty()) fail("give --ladder DIR (the ladder's directory, with ladder.json)");
   // The target: --target NAME|FILE, or --preset/--config, plus --set overrides.
   std::string preset = a.model.preset, config = a.model.config;
@@ -84,57 +84,55 @@ int run_forecast(const ForecastCli& a) {
     d.ceiling = a.metric_ceiling;
     o.downstream.push_back(d);
   }
-  if (fs::exists(a.out) && !a.force)
-    fail("{} exists: a forecast is a pre-registration and is not overwritten (--force to replace)",
-         a.out);
+  return o;
+}
 
-  const nlohmann::json f = scaling::make_forecast(o);
-  write_file_atomic(a.out, f.dump(2) + "\n");
-
-  const auto& tg = f["inputs"]["target"];
+// The target, how to train it, and the law.
+void print_inputs(const scaling::ForecastOptions& o, const scaling::Forecast& f) {
+  const scaling::ForecastTarget& tg = f.inputs.target;
   fmt::print("forecast for {} ({} steps × batch {} [{}], C = {:.4e} FLOPs without the LM head)\n",
-             o.target_name, tg["steps"].get<int64_t>(), tg["batch"].get<int64_t>(),
-             tg["batch_source"].get<std::string>(), tg["compute"].get<double>());
+             o.target_name, tg.steps, tg.batch, tg.batch_source, tg.compute);
   // The same warning as a rung's (ladder.cpp): a multiple that rounds the target off its rule.
-  if (tg["rule_batch"].is_number() && o.target_batch == 0 &&
-      tg["batch"].get<int64_t>() !=
-          std::max<int64_t>(1, std::llround(tg["rule_batch"].get<double>())))
+  if (tg.rule_batch && o.target_batch == 0 &&
+      tg.batch != std::max<int64_t>(1, std::llround(*tg.rule_batch)))
     fmt::print(stderr,
                "marin: warning: target {}: batch {} is off the batch rule's {:.3g} (rounded to the "
                "ladder's multiple)\n",
-               o.target_name, tg["batch"].get<int64_t>(), tg["rule_batch"].get<double>());
+               o.target_name, tg.batch, *tg.rule_batch);
   fmt::print("the target must train with: {} (and the ladder's data and tokenizer)\n",
-             tg["train_flags"].get<std::string>());
-  const auto& law = f["inputs"]["law"];
-  fmt::print("ladder {} (xxh64 {}), metric {}, law {} ({}), L∞ {}\n",
-             f["ladder"]["file"].get<std::string>(), f["ladder"]["xxh64"].get<std::string>(),
-             f["ladder"]["metric"].get<std::string>(), law["family"].get<std::string>(),
-             law["chosen_by"].get<std::string>(),
+             tg.train_flags);
+  const scaling::ForecastLaw& law = f.inputs.law;
+  fmt::print("ladder {} (xxh64 {}), metric {}, law {} ({}), L∞ {}\n", f.ladder.file, f.ladder.xxh64,
+             f.ladder.metric, scaling::law_name(law.spec.family), law.chosen_by,
              o.law.l_inf ? fmt::format("fixed at {}", *o.law.l_inf) : std::string("fitted"));
-  if (law.contains("comparison")) {
+  if (law.comparison.is_object()) {
     fmt::print(
         "forward-holdout error by law (every rung but the smallest two, from the smaller):\n");
-    for (auto& [name, c] : law["comparison"].items())
+    for (auto& [name, c] : law.comparison.items())
       fmt::print("  {:<8} rmse {} over {} predictions\n", name,
                  c["rmse"].is_number() ? fmt::format("{:.4f}", c["rmse"].get<double>())
                                        : std::string("- (no fit)"),
                  c["n"].get<int64_t>());
   }
+}
+
+// One row per fraction: the fit, the prediction, its interval and the forward holdouts.
+void print_fits(const scaling::Forecast& f) {
   fmt::print("{:>5} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>19}  {}\n", "g", "A", "alpha", "L_inf",
              "R2", "LOO rmse", "predicted", "interval",
              "forward holdouts (predicted − actual, from the smaller rungs)");
   std::string last_error;
-  for (auto& e : f["fits"]) {
-    const double g = e["fraction"].get<double>();
-    if (e["fit"].is_null()) {
+  for (const scaling::FractionFit& e : f.fits) {
+    const double g = e.fraction;
+    const nlohmann::json& fit = e.all.fit;
+    if (fit.is_null()) {
       // The same reason at every fraction (the chinchilla law's intermediate ones) once.
-      const std::string why = e.value("error", "fit failed");
+      const std::string why = e.all.error.value_or("fit failed");
       if (why != last_error) fmt::print("{:>4.0f}% {}\n", 100 * g, why);
       last_error = why;
       continue;
     }
     last_error.clear();
-    const auto& fit = e["fit"];
     if (fit.value("law", "") == "chinchilla")
       fmt::print(
           "{:>4.0f}% chinchilla: E {:.4f}{}, A {:.4e}, alpha {:.4f}, B {:.4e}, beta {:.4f}, "
@@ -142,9 +140,9 @@ int run_forecast(const ForecastCli& a) {
           100 * g, fit["E"].get<double>(), fit["l_inf_fitted"].get<bool>() ? "" : " (fixed)",
           fit["A"].get<double>(), fit["alpha"].get<double>(), fit["B"].get<double>(),
           fit["beta"].get<double>(), fit["n"].get<int64_t>());
-    const auto iv = e.value("interval", nlohmann::json());
+    const nlohmann::json iv = e.all.interval.value_or(nlohmann::json());
     std::string fwd;
-    for (auto& h : e.value("forward", nlohmann::json::array()))
+    for (auto& h : e.all.forward.value_or(nlohmann::json::array()))
       fwd += h.contains("diff_nats") ? fmt::format(" {} {:+.4f}", h["rung"].get<std::string>(),
                                                    h["diff_nats"].get<double>())
                                      : fmt::format(" {} -", h["rung"].get<std::string>());
@@ -153,35 +151,41 @@ int run_forecast(const ForecastCli& a) {
                fit["l_inf"].get<double>(), fit["r2"].get<double>(),
                fit["loo"].is_null() ? std::string("-")
                                     : fmt::format("{:.4f}", fit["loo"]["rmse"].get<double>()),
-               e["predicted_loss"].get<double>(),
+               e.all.predicted.value(),
                iv.is_object()
                    ? fmt::format("[{:.4f}, {:.4f}]", iv["lo"].get<double>(), iv["hi"].get<double>())
                    : std::string("-"),
                fwd);
   }
-  const auto& fw = f["forward_holdouts"];
-  for (auto& r : fw["rungs"])
+}
+
+// The forward holdouts per rung, the intervals at 100% and the canaries to train next.
+void print_summary(const scaling::Forecast& f) {
+  for (auto& r : f.forward_holdouts["rungs"])
     fmt::print(
         "forward holdout {}: rmse {:.4f} nats, mean error {:+.4f}, beat its forecast at {} of "
         "{} fractions\n",
         r["rung"].get<std::string>(), r["rmse"].get<double>(), r["mean_diff_nats"].get<double>(),
         r["rung_beat_forecast"].get<int64_t>(), r["n"].get<int64_t>());
-  if (const auto& iv = f["prediction"]["interval"]; iv.is_object())
+  if (const auto& iv = f.prediction.interval; iv.is_object())
     fmt::print("{:.0f}% prediction interval at 100%: [{:.4f}, {:.4f}] ({} noise, {})\n",
                100 * iv["level"].get<double>(), iv["lo"].get<double>(), iv["hi"].get<double>(),
                iv["noise_source"].get<std::string>(), "parametric bootstrap over the rungs");
-  if (const auto& iv = f["prediction"].value("clean_interval", nlohmann::json()); iv.is_object())
+  if (const auto iv = f.prediction.clean_interval.value_or(nlohmann::json()); iv.is_object())
     fmt::print(
         "{:.0f}% prediction interval at 100%, clean-only documents: [{:.4f}, {:.4f}] ({:.4f} "
         "predicted; {} noise)\n",
         100 * iv["level"].get<double>(), iv["lo"].get<double>(), iv["hi"].get<double>(),
-        f["prediction"].value("clean_final_loss", 0.0), iv["noise_source"].get<std::string>());
-  for (auto& c : f.value("canaries", nlohmann::json::array()))
-    if (!c["predictions"].empty())
+        f.prediction.clean_final_loss.value_or(0.0), iv["noise_source"].get<std::string>());
+  for (const scaling::CanaryForecast& c : f.canaries)
+    if (!c.predictions.empty())
       fmt::print("canary {}: predicted {:.4f} at 100% (train it next: marin ladder --canaries)\n",
-                 c["name"].get<std::string>(),
-                 c["predictions"].back()["predicted_loss"].get<double>());
-  const nlohmann::json downstream = f.value("downstream", nlohmann::json::object());
+                 c.name, c.predictions.back().predicted_loss);
+}
+
+// Each downstream metric's link, holdout and prediction at 100% (downstream_forecast's record).
+void print_downstream(const scaling::Forecast& f) {
+  const nlohmann::json downstream = f.downstream.value_or(nlohmann::json::object());
   for (auto& [name, d] : downstream.items()) {
     const auto& l = d["link"];
     fmt::print(
@@ -208,24 +212,40 @@ int run_forecast(const ForecastCli& a) {
                      : std::string());
     }
   }
-  fmt::print("wrote {}\n", a.out);
+}
 
-  if (!a.plot.empty()) {
-    const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/plot_forecast.py";
-    if (!fs::exists("/usr/bin/python3") || !fs::exists(script)) {
-      fmt::print(stderr, "marin: warning: no plot ({} missing)\n",
-                 fs::exists("/usr/bin/python3") ? script : std::string("/usr/bin/python3"));
-      return 0;
-    }
-    const std::string cmd = "/usr/bin/python3 " + shell_quote(script) + " " + shell_quote(a.out) +
-                            " " + shell_quote(a.plot);
-    const int rc = std::system(cmd.c_str());
-    if (rc != 0)
-      fmt::print(stderr, "marin: warning: the plot failed (exit {}; is matplotlib installed?)\n",
-                 WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
-    else
-      fmt::print("wrote {}\n", a.plot);
+// --plot: scripts/plot_forecast.py on the written file (a warning, not an error, without it).
+void plot_forecast(const ForecastCli& a) {
+  const std::string script = std::string(MARIN_SOURCE_DIR) + "/scripts/plot_forecast.py";
+  if (!fs::exists("/usr/bin/python3") || !fs::exists(script)) {
+    fmt::print(stderr, "marin: warning: no plot ({} missing)\n",
+               fs::exists("/usr/bin/python3") ? script : std::string("/usr/bin/python3"));
+    return;
   }
+  const std::string cmd = "/usr/bin/python3 " + shell_quote(script) + " " + shell_quote(a.out) +
+                          " " + shell_quote(a.plot);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0)
+    fmt::print(stderr, "marin: warning: the plot failed (exit {}; is matplotlib installed?)\n",
+               WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+  else
+    fmt::print("wrote {}\n", a.plot);
+}
+
+int run_forecast(const ForecastCli& a) {
+  if (!a.score_canaries.empty()) return run_score_canaries(a);
+  const scaling::ForecastOptions o = forecast_options(a);
+  if (fs::exists(a.out) && !a.force)
+    fail("{} exists: a forecast is a pre-registration and is not overwritten (--force to replace)",
+         a.out);
+  const scaling::Forecast f = scaling::build_forecast(o);
+  write_file_atomic(a.out, f.to_json().dump(2) + "\n");
+  print_inputs(o, f);
+  print_fits(f);
+  print_summary(f);
+  print_downstream(f);
+  fmt::print("wrote {}\n", a.out);
+  if (!a.plot.empty()) plot_forecast(a);
   return 0;
 }
 

@@ -364,9 +364,8 @@ std::vector<std::string> domains_with(const std::string& root, const std::string
   return out;
 }
 
-}  // namespace
-
-DecontaminateResult decontaminate(const DecontaminateOptions& o) {
+// The options checked before anything is read: the output is new (or empty) and not the input.
+void check_paths(const DecontaminateOptions& o) {
   MARIN_CHECK(!o.corpus.empty() && !o.out.empty(),
               "decontaminate: --corpus and --out are required");
   MARIN_CHECK(o.min_words >= 1, "decontaminate: --min-words must be ≥ 1, got {}", o.min_words);
@@ -375,17 +374,15 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
     fail("decontaminate: output {} already exists and is not an empty directory", o.out);
   if (fs::exists(o.out) && fs::equivalent(o.out, o.corpus))
     fail("decontaminate: output {} is the input corpus", o.out);
-  const std::string eval_root = o.eval_corpus.empty() ? o.corpus : o.eval_corpus;
-  const auto eval_domains =
-      o.eval_domains.empty() ? domains_with(eval_root, o.eval_split) : o.eval_domains;
-  const auto train_domains =
-      o.train_domains.empty() ? domains_with(o.corpus, "train") : o.train_domains;
-  MARIN_CHECK(!eval_domains.empty(), "decontaminate: no evaluation domain with {} shards in {}",
-              o.eval_split, eval_root);
+}
 
-  const corpus::ShardChecksums sums(o.corpus, o.verify);
+// The hashes of every evaluation paragraph of at least min_words words; counts the evaluation
+// documents and distinct paragraphs into `r`.
+std::unordered_set<uint64_t> eval_paragraph_hashes(const DecontaminateOptions& o,
+                                                   const std::string& eval_root,
+                                                   const std::vector<std::string>& eval_domains,
+                                                   DecontaminateResult& r) {
   const corpus::ShardChecksums eval_sums(eval_root, o.verify);
-  DecontaminateResult r;
   std::unordered_set<uint64_t> paragraphs;
   for (const auto& d : eval_domains) {
     const auto files = corpus_shards(eval_root, d, o.eval_split);
@@ -406,32 +403,73 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
           &eval_sums);
   }
   r.eval_paragraphs = paragraphs.size();
+  return paragraphs;
+}
 
-  // Train shards to filter: relative path → domain.
-  std::map<std::string, std::string> filtered;
-  for (const auto& d : train_domains) {
-    const auto files = corpus_shards(o.corpus, d, "train");
-    if (files.empty())
-      fail("decontaminate: training domain '{}' has no train shards in {}", d, o.corpus);
-    for (const auto& f : files) filtered[fs::relative(f, o.corpus).string()] = d;
-    r.domains.push_back({d, 0, 0, 0, 0});
-  }
+// The written shard's numbers, for the manifest.
+struct ShardInfo {
+  uint64_t documents = 0, text_bytes = 0, file_bytes = 0, hash = 0;
+};
+
+// One train shard filtered into `dst`: the documents none of whose paragraphs is an evaluation
+// paragraph, byte-identical; the removed ones counted in `dd`.
+ShardInfo filter_shard(const fs::path& p, const fs::path& dst, const DecontaminateOptions& o,
+                       const std::unordered_set<uint64_t>& paragraphs,
+                       const corpus::ShardChecksums& sums, DecontaminateDomain& dd) {
+  std::string out;
+  ShardInfo info;
+  for_each_jsonl_document(
+      p.string(),
+      [&](const text_corpus::Document& doc) {
+        const std::string& text = doc.text;
+        ++dd.documents;
+        dd.bytes += text.size();
+        bool hit = false;
+        for (std::string_view para : split_paragraphs(text)) {
+          int words = 0;
+          const uint64_t h = paragraph_hash(para, &words);
+          if (words >= o.min_words && paragraphs.count(h)) {
+            hit = true;
+            break;
+          }
+        }
+        if (hit) {
+          ++dd.removed;
+          dd.removed_bytes += text.size();
+          return;
+        }
+        out.append(doc.raw);
+        out.push_back('\n');
+        ++info.documents;
+        info.text_bytes += text.size();
+      },
+      &sums);
+  write_file_atomic(dst.string(), out);
+  info.file_bytes = out.size();
+  info.hash = XXH64(out.data(), out.size(), 0);
+  return info;
+}
+
+// Every file of the corpus into the output: the train shards of `filtered` (relative path →
+// domain) filtered, every other file copied as is (the manifest is rewritten afterwards).
+// Returns the filtered shards' numbers by relative path.
+std::map<std::string, ShardInfo> copy_corpus(const DecontaminateOptions& o,
+                                             const corpus::ShardChecksums& sums,
+                                             const std::map<std::string, std::string>& filtered,
+                                             const std::unordered_set<uint64_t>& paragraphs,
+                                             DecontaminateResult& r) {
   auto domain_of = [&](const std::string& d) -> DecontaminateDomain& {
     for (auto& x : r.domains)
       if (x.domain == d) return x;
     fail("internal: domain {}", d);
   };
-
   fs::create_directories(o.out);
-  struct ShardInfo {
-    uint64_t documents = 0, text_bytes = 0, file_bytes = 0, hash = 0;
-  };
   std::map<std::string, ShardInfo> written;
-  std::vector<fs::path> others;
+  std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(o.corpus))
-    if (e.is_regular_file()) others.push_back(e.path());
-  std::sort(others.begin(), others.end());
-  for (const fs::path& p : others) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& p : files) {
     const std::string rel = fs::relative(p, o.corpus).string();
     const fs::path dst = fs::path(o.out) / rel;
     fs::create_directories(dst.parent_path());
@@ -442,45 +480,15 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
       fs::copy_file(p, dst, fs::copy_options::overwrite_existing);
       continue;
     }
-    DecontaminateDomain& dd = domain_of(it->second);
-    std::string out;
-    ShardInfo info;
-    for_each_jsonl_document(
-        p.string(),
-        [&](const text_corpus::Document& doc) {
-          const std::string& text = doc.text;
-          ++dd.documents;
-          dd.bytes += text.size();
-          bool hit = false;
-          for (std::string_view para : split_paragraphs(text)) {
-            int words = 0;
-            const uint64_t h = paragraph_hash(para, &words);
-            if (words >= o.min_words && paragraphs.count(h)) {
-              hit = true;
-              break;
-            }
-          }
-          if (hit) {
-            ++dd.removed;
-            dd.removed_bytes += text.size();
-            return;
-          }
-          out.append(doc.raw);
-          out.push_back('\n');
-          ++info.documents;
-          info.text_bytes += text.size();
-        },
-        &sums);
-    write_file_atomic(dst.string(), out);
-    info.file_bytes = out.size();
-    info.hash = XXH64(out.data(), out.size(), 0);
-    written[rel] = info;
+    written[rel] = filter_shard(p, dst, o, paragraphs, sums, domain_of(it->second));
   }
+  return written;
+}
 
-  // The manifest: the input's, with the filtered shards' numbers replaced.
-  json m = json::object();
-  const fs::path in_manifest = fs::path(o.corpus) / "manifest.json";
-  if (fs::exists(in_manifest)) m = load_json(in_manifest.string());
+// The input's manifest with the filtered shards' numbers, their domains' train counts and the
+// totals replaced.
+void update_manifest_counts(json& m, const std::map<std::string, ShardInfo>& written,
+                            const DecontaminateResult& r) {
   uint64_t removed_docs = 0, removed_bytes = 0;
   for (const auto& dd : r.domains) removed_docs += dd.removed, removed_bytes += dd.removed_bytes;
   if (m.contains("domains") && m["domains"].is_object()) {
@@ -515,6 +523,41 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
           t[key][split] = t[key][split].get<uint64_t>() - sub;
     }
   }
+}
+
+}  // namespace
+
+DecontaminateResult decontaminate(const DecontaminateOptions& o) {
+  check_paths(o);
+  const std::string eval_root = o.eval_corpus.empty() ? o.corpus : o.eval_corpus;
+  const auto eval_domains =
+      o.eval_domains.empty() ? domains_with(eval_root, o.eval_split) : o.eval_domains;
+  const auto train_domains =
+      o.train_domains.empty() ? domains_with(o.corpus, "train") : o.train_domains;
+  MARIN_CHECK(!eval_domains.empty(), "decontaminate: no evaluation domain with {} shards in {}",
+              o.eval_split, eval_root);
+
+  // The manifests' checksums, the corpus's first (its errors come first).
+  const corpus::ShardChecksums sums(o.corpus, o.verify);
+  DecontaminateResult r;
+  const std::unordered_set<uint64_t> paragraphs =
+      eval_paragraph_hashes(o, eval_root, eval_domains, r);
+  // Train shards to filter: relative path → domain.
+  std::map<std::string, std::string> filtered;
+  for (const auto& d : train_domains) {
+    const auto files = corpus_shards(o.corpus, d, "train");
+    if (files.empty())
+      fail("decontaminate: training domain '{}' has no train shards in {}", d, o.corpus);
+    for (const auto& f : files) filtered[fs::relative(f, o.corpus).string()] = d;
+    r.domains.push_back({d, 0, 0, 0, 0});
+  }
+  const std::map<std::string, ShardInfo> written = copy_corpus(o, sums, filtered, paragraphs, r);
+
+  // The manifest: the input's, with the filtered shards' numbers replaced.
+  json m = json::object();
+  const fs::path in_manifest = fs::path(o.corpus) / "manifest.json";
+  if (fs::exists(in_manifest)) m = load_json(in_manifest.string());
+  update_manifest_counts(m, written, r);
   m["decontamination"] = {
       {"rule",
        "a training document is removed when one of its paragraphs (split on blank lines; "

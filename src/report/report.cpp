@@ -145,25 +145,27 @@ json forecast_band(const std::string& path) {
   json band = json::array();
   if (!f.is_object() || !f.contains("fits") || !f["fits"].is_array())
     fail("{}: no \"fits\" array (a marin forecast.json?)", path);
-  for (size_t i = 0; i < f["fits"].size(); ++i) {
-    const json& e = f["fits"][i];
-    const std::string where = fmt::format("{}: fits[{}]", path, i);
-    if (!e.is_object() || !e.contains("predicted_loss") || !e["predicted_loss"].is_number())
-      continue;
-    const double p = e["predicted_loss"].get<double>();
+  scaling::Forecast fc;
+  try {
+    fc = scaling::Forecast::from_json(f);
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  for (size_t i = 0; i < fc.fits.size(); ++i) {
+    const scaling::FractionFit& e = fc.fits[i];
+    if (!e.all.predicted) continue;
+    const double p = *e.all.predicted;
     double r = 0;
-    if (e.contains("fit") && e["fit"].is_object() && e["fit"].contains("loo"))
-      r = json_value(e["fit"]["loo"], "rmse", 0.0, where + ".fit.loo");
-    band.push_back({{"step", json_value(e, "target_step", int64_t(0), where)},
-                    {"fraction", json_value(e, "fraction", 0.0, where)},
+    if (e.all.fit.is_object() && e.all.fit.contains("loo"))
+      r = json_value(e.all.fit["loo"], "rmse", 0.0, fmt::format("{}: fits[{}].fit.loo", path, i));
+    band.push_back({{"step", e.target_step},
+                    {"fraction", e.fraction},
                     {"predicted", p},
                     {"lo", p - r},
                     {"hi", p + r}});
   }
   json out = {{"file", path}, {"band", band}};
-  if (f.contains("prediction"))
-    out["metric"] =
-        json_value(f["prediction"], "metric", std::string("valid_ce"), path + ": prediction");
+  if (f.contains("prediction")) out["metric"] = fc.prediction.metric;
   return out;
 }
 

@@ -186,18 +186,38 @@ std::optional<double> downstream_value(const json& task_scores, const Downstream
 }
 
 json downstream_forecast(const json& ladder, const json& forecast, const DownstreamSpec& spec) {
-  struct Point {
-    std::string rung;
-    int64_t step;
-    double loss, value;
-  };
-  std::vector<Point> pts;
+  return downstream_forecast(ladder, Forecast::from_json(forecast), spec);
+}
+
+namespace {
+
+// One evaluation of a fitted rung: its loss and the metric's value.
+struct LinkPoint {
+  std::string rung;
+  int64_t step;
+  double loss, value;
+};
+struct LinkPoints {
+  std::vector<LinkPoint> pts;
   std::vector<std::string> order;  // rung names in ladder order (smallest first)
-  int64_t skipped = 0;
+  int64_t skipped = 0;             // evaluations whose subset was empty
+  // The losses and metric values of the points `keep` selects: the link's inputs.
+  template <class Keep>
+  std::pair<std::vector<double>, std::vector<double>> select(Keep keep) const {
+    std::pair<std::vector<double>, std::vector<double>> Ly;
+    for (const LinkPoint& p : pts)
+      if (keep(p)) Ly.first.push_back(p.loss), Ly.second.push_back(p.value);
+    return Ly;
+  }
+};
+
+// Every evaluation of every done, fitted rung (canaries left out).
+LinkPoints link_points(const json& ladder, const DownstreamSpec& spec) {
+  LinkPoints lp;
   for (const json& r : ladder.at("rungs")) {
     if (r.value("status", "") != "done" || r.value("canary", false)) continue;
     const std::string name = r.at("name").get<std::string>();
-    if (order.empty() || order.back() != name) order.push_back(name);
+    if (lp.order.empty() || lp.order.back() != name) lp.order.push_back(name);
     for (const json& p : r.at("curve")) {
       const int64_t step = p.at("step").get<int64_t>();
       if (!p.contains("tasks"))
@@ -209,29 +229,97 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
           downstream_value(p["tasks"], spec,
                            fmt::format("ladder.json: rung {} step {}", r.value("run", name), step));
       if (!v) {  // an empty subset (e.g. no clean items)
-        ++skipped;
+        ++lp.skipped;
         continue;
       }
-      pts.push_back({name, step, p.at("loss").get<double>(), *v});
+      lp.pts.push_back({name, step, p.at("loss").get<double>(), *v});
     }
   }
-  // The losses and metric values of the points `keep` selects: the link's inputs.
-  auto select = [&](auto keep) {
-    std::pair<std::vector<double>, std::vector<double>> Ly;
-    for (const Point& p : pts)
-      if (keep(p)) Ly.first.push_back(p.loss), Ly.second.push_back(p.value);
-    return Ly;
+  return lp;
+}
+
+// Forward holdout: the link without the largest rung predicts that rung from its own losses.
+json link_holdout(const LinkPoints& lp, const DownstreamSpec& spec) {
+  const std::string last = lp.order.back();
+  json h = {{"rung", last}};
+  try {
+    const auto Ly = lp.select([&](const LinkPoint& p) { return p.rung != last; });
+    const LinkFit f = fit_loss_link(Ly.first, Ly.second, spec.floor, spec.ceiling);
+    double se = 0, sd = 0;
+    int64_t n = 0;
+    for (const LinkPoint& p : lp.pts)
+      if (p.rung == last) {
+        const double d = f.predict(p.loss) - p.value;
+        se += d * d, sd += d, ++n;
+      }
+    h["n"] = n;
+    h["rmse"] = n ? json(std::sqrt(se / double(n))) : json(nullptr);
+    h["mean_diff"] = n ? json(sd / double(n)) : json(nullptr);
+  } catch (const Error& e) {
+    h["error"] = e.what();
+  }
+  return h;
+}
+
+// The metric at the target's final loss, with the loss's interval carried through the link and
+// the whole interval by the bootstrap.
+json final_prediction(const ForecastPrediction& pr, const LinkFit& link,
+                      const std::vector<double>& L, const std::vector<double>& y,
+                      const DownstreamSpec& spec) {
+  const double fl = *pr.final_loss;
+  json fin = {{"loss", fl}, {"predicted", link.predict(fl)}};
+  const json& iv = pr.interval;
+  const bool loss_interval =
+      iv.is_object() && iv.value("lo", json()).is_number() && iv.value("hi", json()).is_number();
+  double level = 0.9, loss_sd = 0;
+  if (loss_interval) {
+    const double a = link.predict(iv["lo"].get<double>()), b = link.predict(iv["hi"].get<double>());
+    if (iv.value("level", json()).is_number()) level = iv["level"].get<double>();
+    fin["interval_loss_only"] = {{"lo", std::min(a, b)},
+                                 {"hi", std::max(a, b)},
+                                 {"level", level},
+                                 {"method", "the loss's prediction interval through the link"}};
+    // The loss's interval as a normal of its width (its bootstrap draws are not kept).
+    loss_sd =
+        (iv["hi"].get<double>() - iv["lo"].get<double>()) / (2 * normal_quantile((1 + level) / 2));
+  }
+  // The whole interval, by the same parametric bootstrap as the loss's (fit.hpp): the link
+  // refitted to metric values resampled around it with the residuals' variance (the link's
+  // own uncertainty), evaluated at a target loss drawn from the loss's interval, plus one new
+  // evaluation's scatter around the link (the task's item sampling and the rest). The points
+  // of one rung are treated as independent, which they are not quite (one model, nearby steps).
+  Rng target_loss{0x5eed10ad};
+  const Refit refit = [&](const std::vector<double>& values) {
+    const LinkFit f = fit_loss_link(L, values, spec.floor, spec.ceiling, &link);
+    std::vector<double> at(L.size());
+    for (size_t i = 0; i < L.size(); ++i) at[i] = f.predict(L[i]);
+    return std::pair{at, f.predict(fl + loss_sd * target_loss.normal())};
   };
-  auto fit_on = [&](auto keep) {
-    const auto Ly = select(keep);
-    return fit_loss_link(Ly.first, Ly.second, spec.floor, spec.ceiling);
-  };
+  const PointNoise residuals_only{std::vector<double>(L.size(), 0.0), std::vector<int>(L.size(), 1),
+                                  0.0, 0};
+  try {
+    json whole = prediction_interval(y, refit, 2, residuals_only, level).to_json();
+    whole["method"] = loss_interval ? "bootstrap: the link's fit, the target loss's interval, one "
+                                      "evaluation's scatter"
+                                    : "bootstrap: the link's fit and one evaluation's scatter (the "
+                                      "forecast has no loss interval)";
+    fin["interval"] = whole;
+  } catch (const Error& e) {
+    fin["interval"] = {{"error", e.what()}};
+  }
+  return fin;
+}
+
+}  // namespace
+
+json downstream_forecast(const json& ladder, const Forecast& forecast, const DownstreamSpec& spec) {
+  const LinkPoints lp = link_points(ladder, spec);
   // Every point: the link's fit and its bootstrap.
-  const auto all = select([](const Point&) { return true; });
+  const auto all = lp.select([](const LinkPoint&) { return true; });
   const std::vector<double>&L = all.first, &y = all.second;
   const LinkFit link = fit_loss_link(L, y, spec.floor, spec.ceiling);
   json points = json::array();
-  for (const Point& p : pts)
+  for (const LinkPoint& p : lp.pts)
     points.push_back({{"rung", p.rung}, {"step", p.step}, {"loss", p.loss}, {"value", p.value}});
   json out = {{"metric", spec.text},
               {"task", spec.task},
@@ -240,85 +328,20 @@ json downstream_forecast(const json& ladder, const json& forecast, const Downstr
               {"against", ladder.value("metric", "valid_ce")},
               {"link", link.to_json()},
               {"points", points},
-              {"skipped_points", skipped}};
-  // Forward holdout: the link without the largest rung predicts that rung from its own losses.
-  if (order.size() >= 2) {
-    const std::string last = order.back();
-    json h = {{"rung", last}};
-    try {
-      const LinkFit f = fit_on([&](const Point& p) { return p.rung != last; });
-      double se = 0, sd = 0;
-      int64_t n = 0;
-      for (const Point& p : pts)
-        if (p.rung == last) {
-          const double d = f.predict(p.loss) - p.value;
-          se += d * d, sd += d, ++n;
-        }
-      h["n"] = n;
-      h["rmse"] = n ? json(std::sqrt(se / double(n))) : json(nullptr);
-      h["mean_diff"] = n ? json(sd / double(n)) : json(nullptr);
-    } catch (const Error& e) {
-      h["error"] = e.what();
-    }
-    out["holdout"] = h;
-  }
+              {"skipped_points", lp.skipped}};
+  if (lp.order.size() >= 2) out["holdout"] = link_holdout(lp, spec);
   json preds = json::array();
-  for (const json& e : forecast.at("fits"))
-    if (e.contains("predicted_loss") && e["predicted_loss"].is_number()) {
-      const double pl = e["predicted_loss"].get<double>();
-      preds.push_back({{"fraction", e.at("fraction")},
-                       {"target_step", e.value("target_step", json())},
+  for (const FractionFit& e : forecast.fits)
+    if (e.all.predicted) {
+      const double pl = *e.all.predicted;
+      preds.push_back({{"fraction", e.fraction},
+                       {"target_step", e.target_step},
                        {"predicted_loss", pl},
                        {"predicted", link.predict(pl)}});
     }
   out["predictions"] = preds;
-  const json& pr = forecast.at("prediction");
-  if (pr.value("final_loss", json()).is_number()) {
-    const double fl = pr["final_loss"].get<double>();
-    json fin = {{"loss", fl}, {"predicted", link.predict(fl)}};
-    const json iv = pr.value("interval", json());
-    const bool loss_interval =
-        iv.is_object() && iv.value("lo", json()).is_number() && iv.value("hi", json()).is_number();
-    double level = 0.9, loss_sd = 0;
-    if (loss_interval) {
-      const double a = link.predict(iv["lo"].get<double>()),
-                   b = link.predict(iv["hi"].get<double>());
-      if (iv.value("level", json()).is_number()) level = iv["level"].get<double>();
-      fin["interval_loss_only"] = {{"lo", std::min(a, b)},
-                                   {"hi", std::max(a, b)},
-                                   {"level", level},
-                                   {"method", "the loss's prediction interval through the link"}};
-      // The loss's interval as a normal of its width (its bootstrap draws are not kept).
-      loss_sd = (iv["hi"].get<double>() - iv["lo"].get<double>()) /
-                (2 * normal_quantile((1 + level) / 2));
-    }
-    // The whole interval, by the same parametric bootstrap as the loss's (fit.hpp): the link
-    // refitted to metric values resampled around it with the residuals' variance (the link's
-    // own uncertainty), evaluated at a target loss drawn from the loss's interval, plus one new
-    // evaluation's scatter around the link (the task's item sampling and the rest). The points
-    // of one rung are treated as independent, which they are not quite (one model, nearby steps).
-    Rng target_loss{0x5eed10ad};
-    const Refit refit = [&](const std::vector<double>& values) {
-      const LinkFit f = fit_loss_link(L, values, spec.floor, spec.ceiling, &link);
-      std::vector<double> at(L.size());
-      for (size_t i = 0; i < L.size(); ++i) at[i] = f.predict(L[i]);
-      return std::pair{at, f.predict(fl + loss_sd * target_loss.normal())};
-    };
-    const PointNoise residuals_only{std::vector<double>(L.size(), 0.0),
-                                    std::vector<int>(L.size(), 1), 0.0, 0};
-    try {
-      json whole = prediction_interval(y, refit, 2, residuals_only, level).to_json();
-      whole["method"] = loss_interval
-                            ? "bootstrap: the link's fit, the target loss's interval, one "
-                              "evaluation's scatter"
-                            : "bootstrap: the link's fit and one evaluation's scatter (the "
-                              "forecast has no loss interval)";
-      fin["interval"] = whole;
-    } catch (const Error& e) {
-      fin["interval"] = {{"error", e.what()}};
-    }
-    out["final"] = fin;
-  }
+  if (forecast.prediction.final_loss)
+    out["final"] = final_prediction(forecast.prediction, link, L, y, spec);
   return out;
 }
 

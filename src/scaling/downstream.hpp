@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "scaling/forecast_types.hpp"
+
 namespace marin::scaling {
 
 struct LinkFit {
@@ -56,6 +58,9 @@ std::optional<double> downstream_value(const nlohmann::json& task_scores,
 // `forecast` ("fits"[].predicted_loss carried through the link) and at 100% with the loss's
 // prediction interval carried through it. marin::Error naming the rung and step when a point
 // lacks the metric.
+nlohmann::json downstream_forecast(const nlohmann::json& ladder, const Forecast& forecast,
+                                   const DownstreamSpec& spec);
+// The same for a forecast as read from its file (Forecast::from_json).
 nlohmann::json downstream_forecast(const nlohmann::json& ladder, const nlohmann::json& forecast,
                                    const DownstreamSpec& spec);
 

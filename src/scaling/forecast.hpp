@@ -20,6 +20,7 @@
 #include "model/config.hpp"
 #include "scaling/downstream.hpp"
 #include "scaling/fit.hpp"
+#include "scaling/forecast_types.hpp"
 #include "train/train_options.hpp"
 
 namespace marin::scaling {
@@ -51,10 +52,12 @@ const std::vector<std::string>& bound_option_keys();
 // The differences between a forecast's target ("inputs"."target") and a run's options, one line
 // per field ("optimizer.muonh_lr: forecast 0.01, run 0.02"); empty when the run is the target.
 // The tokenizer is compared by the hash of its vocabulary, not by path.
-std::vector<std::string> target_differences(const nlohmann::json& target, const TrainOptions& o);
+std::vector<std::string> target_differences(const ForecastTarget& target, const TrainOptions& o);
 // The canaries of a forecast scored against their rungs in the ladder (forecast "ladder"."dir",
 // or `ladder_dir` when given): per canary {name, predicted, actual, diff_nats, diff_percent,
 // verdict, per fraction}. marin::Error naming the canary when its rung is not done.
+nlohmann::json score_canaries(const Forecast& forecast, const std::string& ladder_dir = "");
+// The same for a forecast as read from its file (Forecast::from_json).
 nlohmann::json score_canaries(const nlohmann::json& forecast, const std::string& ladder_dir = "");
 
 // The xxh64 of `bytes` as 16 lowercase hex digits (core/hash.hpp).
@@ -62,8 +65,10 @@ using marin::xxh64_hex;
 // UTC now as 2025-01-31T12:34:56Z.
 std::string utc_now();
 
-// Builds forecast.json from DIR/ladder.json (every rung must be done). Fractions where the fit
-// fails (e.g. L∞ not below every loss) carry "error" instead of a prediction.
+// Builds the forecast from DIR/ladder.json (every rung must be done). Fractions where the fit
+// fails (e.g. L∞ not below every loss) carry an error instead of a prediction.
+Forecast build_forecast(const ForecastOptions& o);
+// build_forecast(o).to_json(): forecast.json as written.
 nlohmann::json make_forecast(const ForecastOptions& o);
 
 class ForecastTracker {
@@ -71,7 +76,9 @@ class ForecastTracker {
   // Reads forecast.json; `total_steps` is the tracked run's step count and must equal the
   // forecast's target steps (a forecast is for one budget). marin::Error otherwise.
   ForecastTracker(const std::string& forecast_path, int64_t total_steps);
+  // The forecast as read from its file: marin::Error unless its format is marin-forecast-v1.
   static ForecastTracker from_json(const nlohmann::json& forecast, int64_t total_steps);
+  ForecastTracker(Forecast forecast, int64_t total_steps);
 
   // `step` = completed steps when `loss` was measured (the trainer's valid_ce point). At a
   // forecast fraction (step == round(g·total_steps)) returns {step, fraction, predicted, actual,
@@ -89,19 +96,17 @@ class ForecastTracker {
   double predicted_final() const;
   // The ladder's metric ("valid_ce" or "macro_loss") and, for "macro_loss", its definition
   // (eval::MacroMetric JSON; null when the forecast has none).
-  const std::string& metric() const { return metric_; }
-  const nlohmann::json& eval_spec() const { return eval_; }
+  const std::string& metric() const { return forecast_.prediction.metric; }
+  nlohmann::json eval_spec() const { return forecast_.eval.value_or(nlohmann::json()); }
   // The forecast as read (inputs, canaries).
-  const nlohmann::json& forecast() const { return forecast_; }
+  const Forecast& forecast() const { return forecast_; }
 
  private:
-  ForecastTracker() = default;
+  Forecast forecast_;
   int64_t total_steps_ = 0;
   std::map<int64_t, std::pair<double, double>> by_step_;  // step → (fraction, predicted)
   std::map<int64_t, double> clean_by_step_;               // step → predicted clean-only loss
   std::optional<double> final_, final_clean_;
-  std::string metric_, ladder_hash_, created_;
-  nlohmann::json eval_, forecast_;
 };
 
 }  // namespace marin::scaling

@@ -17,16 +17,20 @@ namespace {
 // tokenizer must be what the forecast recorded (a forecast predicts one run, not a family of
 // them), each difference named.
 ForecastTracker bound_tracker(const TrainOptions& o) {
-  const nlohmann::json f = load_json(o.forecast);
+  const nlohmann::json j = load_json(o.forecast);
   try {
-    const std::vector<std::string> d = target_differences(f.at("inputs").at("target"), o);
+    if (!j.is_object() || j.value("format", nlohmann::json()) != "marin-forecast-v1")
+      fail("not a marin forecast (format)");
+    Forecast f = Forecast::from_json(j);
+    const ForecastTarget& target = f.inputs.target;
+    const std::vector<std::string> d = target_differences(target, o);
     if (!d.empty())
       fail(
           "this run is not the forecast's target: {}. A forecast binds its target "
           "(docs/scaling.md): train with the forecast's options (inputs.target.train_flags: {}) or "
           "register a new forecast",
-          fmt::join(d, "; "), f["inputs"]["target"].value("train_flags", std::string("?")));
-    return ForecastTracker::from_json(f, o.steps);
+          fmt::join(d, "; "), target.train_flags.empty() ? "?" : target.train_flags);
+    return ForecastTracker(std::move(f), o.steps);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: malformed forecast: {}", o.forecast, e.what());
   } catch (const Error& e) {
@@ -39,9 +43,7 @@ ForecastTracker bound_tracker(const TrainOptions& o) {
 ForecastHook::ForecastHook(Trainer& t) : tracker_(bound_tracker(t.options())) {
   const TrainOptions& o = t.options();
   // The dtype the rungs computed in, whatever --dtype asked ("auto" resolves per CPU).
-  const nlohmann::json& target = tracker_.forecast().at("inputs").at("target");
-  const nlohmann::json computed = target.value("computed_dtype", nlohmann::json());
-  const std::string want = computed.is_string() ? computed.get<std::string>() : "";
+  const std::string want = tracker_.forecast().inputs.target.computed_dtype.value_or("");
   if (!want.empty() && want != kernels::dtype_name(t.dtype()))
     fail(
         "this run is not the forecast's target: it computes in {} on this CPU, the ladder's "
@@ -61,7 +63,7 @@ ForecastHook::ForecastHook(Trainer& t) : tracker_(bound_tracker(t.options())) {
   for (int64_t s : tracker_.steps()) steps_.insert(s);
   std::vector<std::string> names;
   const nlohmann::json forecast_downstream =  // named: items() of a temporary would dangle
-      tracker_.forecast().value("downstream", nlohmann::json::object());
+      tracker_.forecast().downstream.value_or(nlohmann::json::object());
   for (auto& [name, d] : forecast_downstream.items()) {
     Downstream ds;
     ds.name = name;
@@ -164,8 +166,7 @@ void ForecastHook::at_end(Trainer& t, TrainResult&) {
   if (t.step() != t.options().steps || !last_loss_ || !t.is_root()) return;
   nlohmann::json report = tracker_.final_report(*last_loss_, last_clean_);
   if (!canaries_.empty()) report["canaries"] = canaries_;
-  const nlohmann::json iv =
-      tracker_.forecast().at("prediction").value("interval", nlohmann::json());
+  const nlohmann::json& iv = tracker_.forecast().prediction.interval;
   if (iv.is_object()) {
     report["interval"] = iv;
     report["inside_interval"] =
@@ -173,7 +174,7 @@ void ForecastHook::at_end(Trainer& t, TrainResult&) {
   }
   // The clean-only loss against the clean-only forecast's own interval.
   const nlohmann::json civ =
-      tracker_.forecast().at("prediction").value("clean_interval", nlohmann::json());
+      tracker_.forecast().prediction.clean_interval.value_or(nlohmann::json());
   if (civ.is_object() && last_clean_ && report.contains("clean") &&
       report["clean"].value("against", std::string()) == "clean-only forecast") {
     report["clean"]["interval"] = civ;

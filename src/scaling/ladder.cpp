@@ -190,37 +190,28 @@ LadderConfig LadderConfig::load(const std::string& path) {
   return from_toml_text(read_file(path), path);
 }
 
-LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::string& origin) {
-  const json root = TomlFile::parse(text, origin).json();
-  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data", "eval", "tasks"});
+namespace {
 
-  LadderConfig c;
-  c.path = origin;
-  const std::string wl = origin + " [ladder]";
-  if (!root.contains("ladder") || !root["ladder"].is_object())
-    fail("{}: a [ladder] table is required (widths, layers, tokens_per_param)", origin);
-  const json& L = root["ladder"];
-  check_keys(
-      L, wl,
-      {"name", "widths", "layers", "names", "tokens_per_param", "seed", "seeds", "lr_multiplier",
-       "canaries", "eval_batches", "ckpt_every_percent", "keep_every_percent", "dtype"});
+// Seeds: each is its own run of every rung; the fit uses each rung's mean over them.
+std::vector<uint64_t> read_seeds(const json& t, const std::string& where) {
+  std::vector<uint64_t> v;
+  for (int64_t s : get_ints(t, "seeds", where)) {
+    if (s < 0) fail("{}: 'seeds' must be >= 0, got {}", where, s);
+    if (std::find(v.begin(), v.end(), uint64_t(s)) != v.end())
+      fail("{}: seed {} is listed twice in 'seeds'", where, s);
+    v.push_back(uint64_t(s));
+  }
+  if (t.contains("seeds") && v.empty()) fail("{}: 'seeds' must list at least one seed", where);
+  return v;
+}
+
+// [ladder]'s scalars: name, budgets, seeds, learning-rate multiplier, dtype, periods.
+void read_ladder_scalars(const json& L, const std::string& wl, LadderConfig& c) {
   c.name = L.contains("name") ? get_string(L, "name", wl) : c.name;
   // Budgets: each is its own run of every rung (with its own schedule), so that the chinchilla
   // law sees each rung at several token counts; [rung.NAME] may give its own.
   if (L.contains("tokens_per_param")) c.budgets = get_budgets(L, wl);
   c.tokens_per_param = c.budgets.front();
-  // Seeds: each is its own run of every rung; the fit uses each rung's mean over them.
-  auto read_seeds = [](const json& t, const std::string& where) {
-    std::vector<uint64_t> v;
-    for (int64_t s : get_ints(t, "seeds", where)) {
-      if (s < 0) fail("{}: 'seeds' must be >= 0, got {}", where, s);
-      if (std::find(v.begin(), v.end(), uint64_t(s)) != v.end())
-        fail("{}: seed {} is listed twice in 'seeds'", where, s);
-      v.push_back(uint64_t(s));
-    }
-    if (t.contains("seeds") && v.empty()) fail("{}: 'seeds' must list at least one seed", where);
-    return v;
-  };
   if (L.contains("seed") && L.contains("seeds")) fail("{}: give 'seed' or 'seeds', not both", wl);
   const int64_t seed = get_int(L, "seed", 0, wl);
   if (seed < 0) fail("{}: 'seed' must be >= 0", wl);
@@ -243,17 +234,11 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
   c.keep_every_percent = get_int(L, "keep_every_percent", c.keep_every_percent, wl);
   percent_to_evals(c.ckpt_every_percent, "ckpt_every_percent", wl);
   percent_to_evals(c.keep_every_percent, "keep_every_percent", wl);
-  const std::vector<int64_t> widths = get_ints(L, "widths", wl), layers = get_ints(L, "layers", wl);
-  if (widths.empty()) fail("{}: 'widths' (a list of hidden widths, one per rung) is required", wl);
-  if (layers.size() != widths.size())
-    fail("{}: 'layers' must list one layer count per width ({} widths, {} layer counts)", wl,
-         widths.size(), layers.size());
-  // Checked before any rung is built: each costs a model validation, and rung and run names
-  // are compared pairwise.
-  if (const size_t runs = widths.size() * std::max<size_t>(1, c.budgets.size()) * c.seeds.size();
-      runs > kMaxLadderRuns)
-    fail("{}: {} runs (rungs × token budgets × seeds), more than the limit of {} for one ladder",
-         wl, runs, kMaxLadderRuns);
+}
+
+// [ladder]'s rung names (given, or d<width>), and its canaries, the last rungs.
+std::vector<std::string> read_rung_names(const json& L, const std::string& wl,
+                                         const std::vector<int64_t>& widths, LadderConfig& c) {
   std::vector<std::string> names;
   if (L.contains("names")) {
     if (!L["names"].is_array() || L["names"].size() != widths.size())
@@ -289,51 +274,126 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
     for (size_t j = 0; j < i; ++j)
       if (names[j] == names[i]) fail("{}: two rungs are named '{}'", wl, names[i]);
   }
+  return names;
+}
 
-  // Batch rule.
-  if (root.contains("batch")) {
-    const std::string wb = origin + " [batch]";
-    const json& B = root["batch"];
-    check_keys(B, wb, {"base", "base_width", "exponent", "multiple", "sizes"});
-    c.batch.base = get_number(B, "base", c.batch.base, wb);
-    c.batch.base_width = get_number(B, "base_width", c.batch.base_width, wb);
-    c.batch.exponent = get_number(B, "exponent", c.batch.exponent, wb);
-    c.batch.multiple = get_int(B, "multiple", c.batch.multiple, wb);
-    c.batch.sizes = get_ints(B, "sizes", wb);
-    if (!(c.batch.base > 0) || !(c.batch.base_width > 0) || c.batch.multiple <= 0)
-      fail("{}: 'base', 'base_width' and 'multiple' must be positive", wb);
-    if (!c.batch.sizes.empty() && c.batch.sizes.size() != widths.size())
-      fail("{}: 'sizes' must list one batch per rung ({} rungs, {} sizes)", wb, widths.size(),
-           c.batch.sizes.size());
-    for (int64_t s : c.batch.sizes)
-      if (s <= 0) fail("{}: every batch in 'sizes' must be positive", wb);
-  }
+// The [batch] rule.
+void read_batch(const json& B, const std::string& wb, size_t rungs, BatchRule& batch) {
+  check_keys(B, wb, {"base", "base_width", "exponent", "multiple", "sizes"});
+  batch.base = get_number(B, "base", batch.base, wb);
+  batch.base_width = get_number(B, "base_width", batch.base_width, wb);
+  batch.exponent = get_number(B, "exponent", batch.exponent, wb);
+  batch.multiple = get_int(B, "multiple", batch.multiple, wb);
+  batch.sizes = get_ints(B, "sizes", wb);
+  if (!(batch.base > 0) || !(batch.base_width > 0) || batch.multiple <= 0)
+    fail("{}: 'base', 'base_width' and 'multiple' must be positive", wb);
+  if (!batch.sizes.empty() && batch.sizes.size() != rungs)
+    fail("{}: 'sizes' must list one batch per rung ({} rungs, {} sizes)", wb, rungs,
+         batch.sizes.size());
+  for (int64_t s : batch.sizes)
+    if (s <= 0) fail("{}: every batch in 'sizes' must be positive", wb);
+}
 
-  // The family: fields applied to every rung after the shape rule.
-  json family = root.value("family", json::object());
+// The model fields every rung shares ([family], applied after the shape rule) and each rung's
+// own ([rung.NAME]).
+struct ModelFields {
+  json family;
+  int64_t head_dim = 128;
+  json per_rung;
+};
+ModelFields read_model_fields(const json& root, const std::string& origin,
+                              const std::vector<std::string>& names) {
+  ModelFields f;
+  f.family = root.value("family", json::object());
   const std::string wf = origin + " [family]";
-  if (!family.is_object()) fail("{}: [family] must be a table of model fields", origin);
-  check_model_fields(family, wf);
-  int64_t hd = 128;
-  if (family.contains("head_dim")) {
-    hd = get_int(family, "head_dim", 128, wf);
-    family.erase("head_dim");
+  if (!f.family.is_object()) fail("{}: [family] must be a table of model fields", origin);
+  check_model_fields(f.family, wf);
+  if (f.family.contains("head_dim")) {
+    f.head_dim = get_int(f.family, "head_dim", 128, wf);
+    f.family.erase("head_dim");
   }
-  json per_rung = root.value("rung", json::object());
-  for (auto& [k, v] : per_rung.items()) {
+  f.per_rung = root.value("rung", json::object());
+  for (auto& [k, v] : f.per_rung.items()) {
     if (std::find(names.begin(), names.end(), k) == names.end())
       fail("{}: [rung.{}] names no rung (rungs: {})", origin, k, fmt::join(names, ", "));
     if (!v.is_object()) fail("{}: [rung.{}] must be a table of model fields", origin, k);
     check_model_fields(v, fmt::format("{} [rung.{}]", origin, k));
   }
+  return f;
+}
 
+// Rung i's model and batch (its seeds and budgets are left in `over` for add_rung_runs).
+Rung make_rung(const LadderConfig& c, const ModelFields& f, const std::string& origin,
+               const std::string& name, size_t i, int64_t width, int64_t layers, json& over) {
+  Rung r;
+  r.name = name;
+  const std::string wr =
+      fmt::format("{}: rung {} (width {}, {} layers)", origin, r.name, width, layers);
+  int64_t rhd = f.head_dim;
+  if (over.contains("head_dim")) {
+    rhd = get_int(over, "head_dim", f.head_dim, wr);
+    over.erase("head_dim");
+  }
+  if (rhd <= 0 || width % rhd != 0) fail("{}: head_dim {} must divide the width", wr, rhd);
+  if (width % 2 != 0) fail("{}: the width must be even (expert width d/2)", wr);
+  json m = ModelConfig::shape_rule(width, layers, rhd).to_json();
+  for (auto& [k, v] : f.family.items()) m[k] = v;
+  for (auto& [k, v] : over.items()) m[k] = v;
+  r.model = ModelConfig::from_json(m, wr);
+  try {
+    r.model.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", wr, e.what());
+  }
+  r.batch = c.batch.sizes.empty() ? c.batch.batch_for(width) : c.batch.sizes[i];
+  r.rule_batch = c.batch.sizes.empty() ? c.batch.rule_value(width) : double(r.batch);
+  if (r.batch > std::numeric_limits<int>::max()) fail("{}: batch {} is too large", wr, r.batch);
+  // Off the rule by more than rounding to a whole sequence: the rung's loss moves with it, and
+  // the fit takes that for the law (the CPU experiment's residuals followed such rounding).
+  if (c.batch.sizes.empty() && r.batch != std::max<int64_t>(1, std::llround(r.rule_batch)))
+    fmt::print(stderr,
+               "marin: warning: {}: rung {}: batch {} is off the batch rule's {:.3g} (rounded "
+               "to a multiple of {}); multiple = 1 keeps every rung on the rule\n",
+               origin, r.name, r.batch, r.rule_batch, c.batch.multiple);
+  r.active_params = account(r.model).active_params;
+  r.compute_per_step = forecast_flops_per_step(r.model, r.batch);
+  r.canary = std::find(c.canaries.begin(), c.canaries.end(), r.name) != c.canaries.end();
+  return r;
+}
+
+// One run per budget and seed: DIR/rung-<name>[-tpp<b>][-seed<k>]/, a suffix only where the rung
+// has more than one of them.
+void add_rung_runs(LadderConfig& c, const Rung& r, const std::vector<double>& budgets,
+                   const std::vector<uint64_t>& seeds, const std::string& wr) {
+  for (double b : budgets) {
+    Rung rb = r;
+    rb.tokens_per_param = b;
+    rb.label = budgets.size() == 1 ? r.name : budget_label(r.name, b);
+    try {
+      rb.budget_steps = steps_for_budget(rb.model, rb.batch, b);
+    } catch (const Error& e) {
+      fail("{}: tokens_per_param {}: {}", wr, b, e.what());
+    }
+    rb.steps = c.steps_for(rb.model, rb.batch, b);
+    rb.eval_every = rb.steps / kFractions;
+    for (uint64_t s : seeds) {
+      Rung rs = rb;
+      rs.seed = s;
+      rs.run = seeds.size() == 1 ? rb.label : fmt::format("{}-seed{}", rb.label, s);
+      c.rungs.push_back(std::move(rs));
+    }
+  }
+}
+
+// Every rung × budget × seed, each run's name unique.
+void build_rungs(LadderConfig& c, const ModelFields& f, const std::string& origin,
+                 const std::string& wl, const std::vector<std::string>& names,
+                 const std::vector<int64_t>& widths, const std::vector<int64_t>& layers) {
   for (size_t i = 0; i < widths.size(); ++i) {
-    Rung r;
-    r.name = names[i];
     const std::string wr =
-        fmt::format("{}: rung {} (width {}, {} layers)", origin, r.name, widths[i], layers[i]);
+        fmt::format("{}: rung {} (width {}, {} layers)", origin, names[i], widths[i], layers[i]);
     if (widths[i] <= 0 || layers[i] <= 0) fail("{}: width and layers must be positive", wr);
-    json over = per_rung.value(r.name, json::object());
+    json over = f.per_rung.value(names[i], json::object());
     std::vector<uint64_t> seeds = c.seeds;
     if (over.contains("seeds")) {
       seeds = read_seeds(over, wr);
@@ -341,105 +401,95 @@ LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::st
     }
     std::vector<double> budgets = c.budgets;
     if (over.contains("tokens_per_param")) {
-      budgets = get_budgets(over, fmt::format("{} [rung.{}]", origin, r.name));
+      budgets = get_budgets(over, fmt::format("{} [rung.{}]", origin, names[i]));
       over.erase("tokens_per_param");
     }
-    int64_t rhd = hd;
-    if (over.contains("head_dim")) {
-      rhd = get_int(over, "head_dim", hd, wr);
-      over.erase("head_dim");
-    }
-    if (rhd <= 0 || widths[i] % rhd != 0) fail("{}: head_dim {} must divide the width", wr, rhd);
-    if (widths[i] % 2 != 0) fail("{}: the width must be even (expert width d/2)", wr);
-    json m = ModelConfig::shape_rule(widths[i], layers[i], rhd).to_json();
-    for (auto& [k, v] : family.items()) m[k] = v;
-    for (auto& [k, v] : over.items()) m[k] = v;
-    r.model = ModelConfig::from_json(m, wr);
-    try {
-      r.model.validate();
-    } catch (const Error& e) {
-      fail("{}: {}", wr, e.what());
-    }
-    r.batch = c.batch.sizes.empty() ? c.batch.batch_for(widths[i]) : c.batch.sizes[i];
-    r.rule_batch = c.batch.sizes.empty() ? c.batch.rule_value(widths[i]) : double(r.batch);
-    if (r.batch > std::numeric_limits<int>::max()) fail("{}: batch {} is too large", wr, r.batch);
-    // Off the rule by more than rounding to a whole sequence: the rung's loss moves with it, and
-    // the fit takes that for the law (the CPU experiment's residuals followed such rounding).
-    if (c.batch.sizes.empty() && r.batch != std::max<int64_t>(1, std::llround(r.rule_batch)))
-      fmt::print(stderr,
-                 "marin: warning: {}: rung {}: batch {} is off the batch rule's {:.3g} (rounded "
-                 "to a multiple of {}); multiple = 1 keeps every rung on the rule\n",
-                 origin, r.name, r.batch, r.rule_batch, c.batch.multiple);
-    r.active_params = account(r.model).active_params;
-    r.compute_per_step = forecast_flops_per_step(r.model, r.batch);
-    r.canary = std::find(c.canaries.begin(), c.canaries.end(), r.name) != c.canaries.end();
-    // One run per budget and seed: DIR/rung-<name>[-tpp<b>][-seed<k>]/, a suffix only where the
-    // rung has more than one of them.
-    for (double b : budgets) {
-      Rung rb = r;
-      rb.tokens_per_param = b;
-      rb.label = budgets.size() == 1 ? r.name : budget_label(r.name, b);
-      try {
-        rb.budget_steps = steps_for_budget(rb.model, rb.batch, b);
-      } catch (const Error& e) {
-        fail("{}: tokens_per_param {}: {}", wr, b, e.what());
-      }
-      rb.steps = c.steps_for(rb.model, rb.batch, b);
-      rb.eval_every = rb.steps / kFractions;
-      for (uint64_t s : seeds) {
-        Rung rs = rb;
-        rs.seed = s;
-        rs.run = seeds.size() == 1 ? rb.label : fmt::format("{}-seed{}", rb.label, s);
-        c.rungs.push_back(std::move(rs));
-      }
-    }
+    const Rung r = make_rung(c, f, origin, names[i], i, widths[i], layers[i], over);
+    add_rung_runs(c, r, budgets, seeds, wr);
   }
   for (size_t i = 0; i < c.rungs.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (c.rungs[j].run == c.rungs[i].run)
         fail("{}: two runs are named '{}' (rung names and their -tpp/-seed suffixes collide)", wl,
              c.rungs[i].run);
+}
 
-  if (root.contains("data")) {
-    const std::string wd = origin + " [data]";
-    const json& D = root["data"];
-    const std::string kind = get_string(D, "kind", wd, true);
-    if (kind == "rows") {
-      check_keys(D, wd, {"kind", "path", "valid"});
-      c.set_rows_data(get_string(D, "path", wd, true), get_string(D, "valid", wd, true));
-    } else if (kind == "mixture") {
-      check_keys(D, wd, {"kind", "mixture", "token_dir", "tokenizer"});
-      c.set_mixture_data(get_string(D, "mixture", wd, true), get_string(D, "token_dir", wd, true),
-                         get_string(D, "tokenizer", wd));
-    } else {
-      fail("{}: 'kind' must be \"rows\" or \"mixture\", got \"{}\"", wd, kind);
-    }
+// [data]: rows or a mixture (resolved by finalize()).
+void read_data(const json& D, const std::string& wd, LadderConfig& c) {
+  const std::string kind = get_string(D, "kind", wd, true);
+  if (kind == "rows") {
+    check_keys(D, wd, {"kind", "path", "valid"});
+    c.set_rows_data(get_string(D, "path", wd, true), get_string(D, "valid", wd, true));
+  } else if (kind == "mixture") {
+    check_keys(D, wd, {"kind", "mixture", "token_dir", "tokenizer"});
+    c.set_mixture_data(get_string(D, "mixture", wd, true), get_string(D, "token_dir", wd, true),
+                       get_string(D, "tokenizer", wd));
+  } else {
+    fail("{}: 'kind' must be \"rows\" or \"mixture\", got \"{}\"", wd, kind);
   }
-  if (root.contains("tasks")) {
-    const std::string wt = origin + " [tasks]";
-    const json& T = root["tasks"];
-    if (!T.is_object()) fail("{}: [tasks] must be a table (names, dir)", origin);
-    check_keys(T, wt, {"names", "dir"});
-    if (!T.contains("names") || !T["names"].is_array() || T["names"].empty())
-      fail("{}: 'names' (a list of task names, YAML or rendered JSONL files) is required", wt);
-    for (auto& n : T["names"]) {
-      if (!n.is_string() || n.get<std::string>().empty() ||
-          n.get<std::string>().find(',') != std::string::npos)
-        fail("{}: 'names' must be non-empty strings without commas, got {}", wt, n.dump());
-      c.tasks.push_back(n.get<std::string>());
-    }
-    c.task_dir = get_string(T, "dir", wt);
+}
+
+// [tasks]: the downstream tasks every rung scores at its evaluations.
+void read_tasks(const json& T, const std::string& origin, LadderConfig& c) {
+  const std::string wt = origin + " [tasks]";
+  if (!T.is_object()) fail("{}: [tasks] must be a table (names, dir)", origin);
+  check_keys(T, wt, {"names", "dir"});
+  if (!T.contains("names") || !T["names"].is_array() || T["names"].empty())
+    fail("{}: 'names' (a list of task names, YAML or rendered JSONL files) is required", wt);
+  for (auto& n : T["names"]) {
+    if (!n.is_string() || n.get<std::string>().empty() ||
+        n.get<std::string>().find(',') != std::string::npos)
+      fail("{}: 'names' must be non-empty strings without commas, got {}", wt, n.dump());
+    c.tasks.push_back(n.get<std::string>());
   }
-  if (root.contains("eval")) {
-    const std::string we = origin + " [eval]";
-    c.eval_source = root["eval"];
-    check_keys(
-        c.eval_source, we,
-        {"metric", "corpus", "max_tokens", "domains", "stride", "audit", "ngram", "threshold"});
-    const std::string metric = get_string(c.eval_source, "metric", we, true);
-    if (metric != "macro_loss" && metric != "valid_ce")
-      fail("{}: 'metric' must be \"macro_loss\" or \"valid_ce\", got \"{}\"", we, metric);
-  }
+  c.task_dir = get_string(T, "dir", wt);
+}
+
+// [eval]: the curves' metric (read by finalize()).
+void read_eval(const json& E, const std::string& we, LadderConfig& c) {
+  c.eval_source = E;
+  check_keys(
+      c.eval_source, we,
+      {"metric", "corpus", "max_tokens", "domains", "stride", "audit", "ngram", "threshold"});
+  const std::string metric = get_string(c.eval_source, "metric", we, true);
+  if (metric != "macro_loss" && metric != "valid_ce")
+    fail("{}: 'metric' must be \"macro_loss\" or \"valid_ce\", got \"{}\"", we, metric);
+}
+
+}  // namespace
+
+LadderConfig LadderConfig::from_toml_text(const std::string& text, const std::string& origin) {
+  const json root = TomlFile::parse(text, origin).json();
+  check_keys(root, origin, {"ladder", "batch", "family", "rung", "data", "eval", "tasks"});
+  LadderConfig c;
+  c.path = origin;
+  const std::string wl = origin + " [ladder]";
+  if (!root.contains("ladder") || !root["ladder"].is_object())
+    fail("{}: a [ladder] table is required (widths, layers, tokens_per_param)", origin);
+  const json& L = root["ladder"];
+  check_keys(
+      L, wl,
+      {"name", "widths", "layers", "names", "tokens_per_param", "seed", "seeds", "lr_multiplier",
+       "canaries", "eval_batches", "ckpt_every_percent", "keep_every_percent", "dtype"});
+  read_ladder_scalars(L, wl, c);
+  const std::vector<int64_t> widths = get_ints(L, "widths", wl), layers = get_ints(L, "layers", wl);
+  if (widths.empty()) fail("{}: 'widths' (a list of hidden widths, one per rung) is required", wl);
+  if (layers.size() != widths.size())
+    fail("{}: 'layers' must list one layer count per width ({} widths, {} layer counts)", wl,
+         widths.size(), layers.size());
+  // Checked before any rung is built: each costs a model validation, and rung and run names
+  // are compared pairwise.
+  if (const size_t runs = widths.size() * std::max<size_t>(1, c.budgets.size()) * c.seeds.size();
+      runs > kMaxLadderRuns)
+    fail("{}: {} runs (rungs × token budgets × seeds), more than the limit of {} for one ladder",
+         wl, runs, kMaxLadderRuns);
+  const std::vector<std::string> names = read_rung_names(L, wl, widths, c);
+  if (root.contains("batch"))
+    read_batch(root["batch"], origin + " [batch]", widths.size(), c.batch);
+  build_rungs(c, read_model_fields(root, origin, names), origin, wl, names, widths, layers);
+  if (root.contains("data")) read_data(root["data"], origin + " [data]", c);
+  if (root.contains("tasks")) read_tasks(root["tasks"], origin, c);
+  if (root.contains("eval")) read_eval(root["eval"], origin + " [eval]", c);
   return c;
 }
 
@@ -793,41 +843,17 @@ void read_imports(const std::string& file, bool recorded_only, const json& here,
   }
 }
 
-}  // namespace
+// One call of train_ladder: the runs' records and statuses, written to DIR/ladder.json after
+// each run (rank 0).
+struct LadderState {
+  LadderConfig& cfg;
+  const LadderRunOptions& o;
+  bool root = false;
+  std::string metric;
+  std::vector<json> rung_json;
+  std::vector<std::string> status;
 
-bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
-  if (o.out.empty()) fail("marin ladder: no output directory");
-  cfg.finalize();
-  // Every rank trains every rung together (data parallel); rank 0 alone writes files and talks.
-  parallel::Comm& world = parallel::world();
-  const bool root = world.is_root();
-  std::error_code ec;
-  // One ladder at a time in a directory (a second one would train the same rungs at once); each
-  // rung's trainer also locks its rung directory while it writes it.
-  std::unique_ptr<RunLock> lock;
-  if (root) lock = std::make_unique<RunLock>(o.out, "marin ladder");
-  const CurveEvaluator eval = o.evaluator ? o.evaluator
-                              : cfg.macro ? macro_loss_curve(*cfg.macro, cfg.tokenizer)
-                                          : CurveEvaluator(valid_ce_curve);
-  const std::string metric = o.evaluator ? o.metric : cfg.macro ? "macro_loss" : "valid_ce";
-  for (auto& name : o.runs)
-    if (std::none_of(cfg.rungs.begin(), cfg.rungs.end(), [&](auto& r) { return r.run == name; })) {
-      std::vector<std::string> names;
-      for (auto& r : cfg.rungs) names.push_back(r.run);
-      fail("{}: --runs names {}, which is not a run of this ladder (runs: {})", cfg.path, name,
-           fmt::join(names, ", "));
-    }
-  auto selected = [&](const Rung& r) {
-    return o.runs.empty() || std::find(o.runs.begin(), o.runs.end(), r.run) != o.runs.end();
-  };
-  std::vector<json> rung_json(cfg.rungs.size());
-  std::vector<std::string> status(cfg.rungs.size(), "pending");
-  bool complete = true;
-  for (size_t i = 0; i < cfg.rungs.size(); ++i) {
-    cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].run)).string();
-    rung_json[i] = cfg.rungs[i].summary();
-  }
-  auto ladder_json = [&] {
+  json ladder_json() const {
     json rungs = json::array();
     for (size_t i = 0; i < cfg.rungs.size(); ++i) {
       json r = rung_json[i];
@@ -840,124 +866,196 @@ bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
               {"rungs", rungs}};
     if (cfg.macro && !o.evaluator) j["eval"] = cfg.macro->to_json();
     return j;
-  };
-  auto write_ladder = [&] {
+  }
+  void write_ladder() const {
     if (root) write_file_atomic(o.out + "/ladder.json", ladder_json().dump(2) + "\n");
-  };
-  // Runs finished elsewhere: imported by an earlier call (recorded in DIR/ladder.json), then
-  // --import's files.
+  }
+};
+
+// --runs names runs of this ladder.
+void check_named_runs(const LadderConfig& cfg, const LadderRunOptions& o) {
+  for (auto& name : o.runs)
+    if (std::none_of(cfg.rungs.begin(), cfg.rungs.end(), [&](auto& r) { return r.run == name; })) {
+      std::vector<std::string> names;
+      for (auto& r : cfg.rungs) names.push_back(r.run);
+      fail("{}: --runs names {}, which is not a run of this ladder (runs: {})", cfg.path, name,
+           fmt::join(names, ", "));
+    }
+}
+
+bool selected(const LadderRunOptions& o, const Rung& r) {
+  return o.runs.empty() || std::find(o.runs.begin(), o.runs.end(), r.run) != o.runs.end();
+}
+
+// Runs finished elsewhere: imported by an earlier call (recorded in DIR/ladder.json), then
+// --import's files.
+std::map<std::string, json> imported_runs(const LadderState& s) {
   std::map<std::string, json> imported;
-  const json here = ladder_json();
-  const std::string own = o.out + "/ladder.json";
+  const json here = s.ladder_json();
+  const std::string own = s.o.out + "/ladder.json";
   if (fs::exists(own)) {
     const json prev = load_json(own);
     const json runs = prev.value("rungs", json::array());
     if (std::any_of(runs.begin(), runs.end(), [](const json& r) { return r.contains("imported"); }))
-      read_imports(own, true, here, rung_json, imported);
+      read_imports(own, true, here, s.rung_json, imported);
   }
-  for (const std::string& file : o.imports) read_imports(file, false, here, rung_json, imported);
+  for (const std::string& file : s.o.imports)
+    read_imports(file, false, here, s.rung_json, imported);
+  return imported;
+}
 
-  for (size_t i = 0; i < cfg.rungs.size(); ++i) {
-    Rung& r = cfg.rungs[i];
-    if (auto it = imported.find(r.run); it != imported.end()) {
-      rung_json[i] = it->second;
-      status[i] = "done";
+// The trainer of a run (every rank): a resumed one from its checkpoint, a new one without, or
+// none when its checkpoint is at its last step.
+std::unique_ptr<Trainer> rung_trainer(const Rung& r, bool root) {
+  const auto ckpt = latest_checkpoint(r.dir);
+  if (ckpt) {
+    const RunState st = read_run_state(*ckpt);
+    const json want = r.options.to_json(), have = st.options.to_json();
+    if (want != have)
+      fail(
+          "{}: rung {} was trained with different options ({}); delete the rung directory or "
+          "choose another --out",
+          r.dir, r.run, describe_difference(want, have));
+    if (st.step >= r.steps) {
       if (root)
-        fmt::print(stderr, "ladder: run {} is done in {}, not retrained\n", r.run,
-                   it->second["imported"].get<std::string>());
-      write_ladder();
-      continue;
+        fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.run, r.steps);
+      return nullptr;
     }
-    if (r.canary && !o.canaries) {
-      // A canary is trained after the forecast that predicts it (marin ladder --canaries).
-      if (root && (i == 0 || cfg.rungs[i - 1].name != r.name))
-        fmt::print(stderr,
-                   "ladder: canary {} not trained: register the forecast first (marin "
-                   "forecast), then run marin ladder --canaries\n",
-                   r.name);
-      continue;
-    }
-    if (!selected(r)) {
-      // Left out by --runs: recorded only when it is already finished.
-      const auto ckpt = latest_checkpoint(r.dir);
-      if (!ckpt || read_run_state(*ckpt).step < r.steps) {
-        complete = false;
-        continue;
-      }
-    }
-    if (root) {
-      fs::create_directories(r.dir, ec);
-      if (ec) fail("{}: cannot create the rung directory: {}", r.dir, ec.message());
-      write_file_atomic(r.dir + "/model.toml", model_toml(r.model));
-    }
-    world.barrier();
-    const auto ckpt = latest_checkpoint(r.dir);
-    std::unique_ptr<Trainer> t;
-    if (ckpt) {
-      const RunState st = read_run_state(*ckpt);
-      const json want = r.options.to_json(), have = st.options.to_json();
-      if (want != have)
-        fail(
-            "{}: rung {} was trained with different options ({}); delete the rung directory or "
-            "choose another --out",
-            r.dir, r.run, describe_difference(want, have));
-      if (st.step >= r.steps) {
-        if (root)
-          fmt::print(stderr, "ladder: rung {} is done ({} steps), not retrained\n", r.run, r.steps);
-      } else {
-        if (root)
-          fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.run, st.step, r.steps);
-        t = Trainer::resume(r.dir);
-      }
-    } else {
-      // No checkpoint: anything in the directory is from an attempt of this ladder that never
-      // saved (the ladder's lock keeps any other writer out), so the rung starts anew.
-      if (root) {
-        fs::remove(r.dir + "/metrics.jsonl", ec);
-        fs::remove(r.dir + "/run.json", ec);
-        fmt::print(
-            stderr,
-            "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",
-            r.run, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
-            r.options.optim.muonh_lr, r.options.optim.adam_lr);
-      }
-      t = std::make_unique<Trainer>(r.options, r.dir);
-    }
-    if (t) {
-      const TrainResult res = t->run();
-      if (res.interrupted || res.steps_done < r.steps) {
-        status[i] = "interrupted";
-        write_ladder();
-        if (root)
-          fmt::print(stderr, "ladder: stopped in rung {} at step {}; run again to continue\n",
-                     r.run, res.steps_done);
-        return false;
-      }
-    }
-    const std::vector<CurvePoint> curve = eval(r);
-    const std::map<int64_t, json> tasks =
-        cfg.tasks.empty() ? std::map<int64_t, json>() : task_records(r);
-    json c = json::array();
-    for (auto& p : curve) {
-      c.push_back(
-          {{"step", p.step}, {"fraction", p.fraction}, {"compute", p.compute}, {"loss", p.loss}});
-      if (p.clean_loss) c.back()["clean_loss"] = *p.clean_loss;
-      if (!cfg.tasks.empty()) {
-        auto it = tasks.find(p.step);
-        if (it == tasks.end())
-          fail("{}/metrics.jsonl: rung {} has no downstream-task scores after step {}", r.dir,
-               r.run, p.step);
-        c.back()["tasks"] = it->second;
-      }
-    }
-    rung_json[i]["curve"] = c;
-    if (const std::string d = t ? kernels::dtype_name(t->dtype()) : computed_dtype(r); !d.empty())
-      rung_json[i]["dtype"] = d;
-    rung_json[i]["final_loss"] = curve.empty() ? json() : json(curve.back().loss);
-    status[i] = "done";
-    write_ladder();
+    if (root)
+      fmt::print(stderr, "ladder: rung {} resumes at step {} of {}\n", r.run, st.step, r.steps);
+    return Trainer::resume(r.dir);
   }
-  write_ladder();  // also when every run was left out or is a canary
+  // No checkpoint: anything in the directory is from an attempt of this ladder that never
+  // saved (the ladder's lock keeps any other writer out), so the rung starts anew.
+  if (root) {
+    std::error_code ec;
+    fs::remove(r.dir + "/metrics.jsonl", ec);
+    fs::remove(r.dir + "/run.json", ec);
+    fmt::print(stderr,
+               "ladder: rung {}: d={} L={} batch {} steps {} (muonh_lr {:.3e}, adam_lr {:.3e})\n",
+               r.run, r.model.hidden_dim, r.model.num_layers, r.batch, r.steps,
+               r.options.optim.muonh_lr, r.options.optim.adam_lr);
+  }
+  return std::make_unique<Trainer>(r.options, r.dir);
+}
+
+// A finished run's curve as ladder.json records it: its scored checkpoints, with the
+// downstream tasks' scores when the ladder names tasks.
+json curve_json(const LadderConfig& cfg, const Rung& r, const std::vector<CurvePoint>& curve) {
+  const std::map<int64_t, json> tasks =
+      cfg.tasks.empty() ? std::map<int64_t, json>() : task_records(r);
+  json c = json::array();
+  for (auto& p : curve) {
+    c.push_back(
+        {{"step", p.step}, {"fraction", p.fraction}, {"compute", p.compute}, {"loss", p.loss}});
+    if (p.clean_loss) c.back()["clean_loss"] = *p.clean_loss;
+    if (!cfg.tasks.empty()) {
+      auto it = tasks.find(p.step);
+      if (it == tasks.end())
+        fail("{}/metrics.jsonl: rung {} has no downstream-task scores after step {}", r.dir, r.run,
+             p.step);
+      c.back()["tasks"] = it->second;
+    }
+  }
+  return c;
+}
+
+// A run not trained by this call: imported (recorded as done), a canary without --canaries, or
+// left out by --runs (recorded when already finished). Returns whether it was passed over, and
+// clears `complete` for a left-out run that is not finished.
+bool pass_over(LadderState& s, size_t i, const std::map<std::string, json>& imported,
+               bool& complete) {
+  const Rung& r = s.cfg.rungs[i];
+  if (auto it = imported.find(r.run); it != imported.end()) {
+    s.rung_json[i] = it->second;
+    s.status[i] = "done";
+    if (s.root)
+      fmt::print(stderr, "ladder: run {} is done in {}, not retrained\n", r.run,
+                 it->second["imported"].get<std::string>());
+    s.write_ladder();
+    return true;
+  }
+  if (r.canary && !s.o.canaries) {
+    // A canary is trained after the forecast that predicts it (marin ladder --canaries).
+    if (s.root && (i == 0 || s.cfg.rungs[i - 1].name != r.name))
+      fmt::print(stderr,
+                 "ladder: canary {} not trained: register the forecast first (marin "
+                 "forecast), then run marin ladder --canaries\n",
+                 r.name);
+    return true;
+  }
+  if (!selected(s.o, r)) {
+    const auto ckpt = latest_checkpoint(r.dir);
+    if (!ckpt || read_run_state(*ckpt).step < r.steps) {
+      complete = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Trains (or resumes) run i and scores its curve; false when the training stopped early.
+bool train_run(LadderState& s, size_t i, const CurveEvaluator& eval, parallel::Comm& world) {
+  Rung& r = s.cfg.rungs[i];
+  if (s.root) {
+    std::error_code ec;
+    fs::create_directories(r.dir, ec);
+    if (ec) fail("{}: cannot create the rung directory: {}", r.dir, ec.message());
+    write_file_atomic(r.dir + "/model.toml", model_toml(r.model));
+  }
+  world.barrier();
+  std::unique_ptr<Trainer> t = rung_trainer(r, s.root);
+  if (t) {
+    const TrainResult res = t->run();
+    if (res.interrupted || res.steps_done < r.steps) {
+      s.status[i] = "interrupted";
+      s.write_ladder();
+      if (s.root)
+        fmt::print(stderr, "ladder: stopped in rung {} at step {}; run again to continue\n", r.run,
+                   res.steps_done);
+      return false;
+    }
+  }
+  const std::vector<CurvePoint> curve = eval(r);
+  s.rung_json[i]["curve"] = curve_json(s.cfg, r, curve);
+  if (const std::string d = t ? kernels::dtype_name(t->dtype()) : computed_dtype(r); !d.empty())
+    s.rung_json[i]["dtype"] = d;
+  s.rung_json[i]["final_loss"] = curve.empty() ? json() : json(curve.back().loss);
+  s.status[i] = "done";
+  s.write_ladder();
+  return true;
+}
+
+}  // namespace
+
+bool train_ladder(LadderConfig& cfg, const LadderRunOptions& o) {
+  if (o.out.empty()) fail("marin ladder: no output directory");
+  cfg.finalize();
+  // Every rank trains every rung together (data parallel); rank 0 alone writes files and talks.
+  parallel::Comm& world = parallel::world();
+  LadderState s{cfg, o, world.is_root(), "", {}, {}};
+  // One ladder at a time in a directory (a second one would train the same rungs at once); each
+  // rung's trainer also locks its rung directory while it writes it.
+  std::unique_ptr<RunLock> lock;
+  if (s.root) lock = std::make_unique<RunLock>(o.out, "marin ladder");
+  const CurveEvaluator eval = o.evaluator ? o.evaluator
+                              : cfg.macro ? macro_loss_curve(*cfg.macro, cfg.tokenizer)
+                                          : CurveEvaluator(valid_ce_curve);
+  s.metric = o.evaluator ? o.metric : cfg.macro ? "macro_loss" : "valid_ce";
+  check_named_runs(cfg, o);
+  s.rung_json.resize(cfg.rungs.size());
+  s.status.assign(cfg.rungs.size(), "pending");
+  for (size_t i = 0; i < cfg.rungs.size(); ++i) {
+    cfg.rungs[i].dir = (fs::path(o.out) / ("rung-" + cfg.rungs[i].run)).string();
+    s.rung_json[i] = cfg.rungs[i].summary();
+  }
+  const std::map<std::string, json> imported = imported_runs(s);
+  bool complete = true;
+  for (size_t i = 0; i < cfg.rungs.size(); ++i) {
+    if (pass_over(s, i, imported, complete)) continue;
+    if (!train_run(s, i, eval, world)) return false;
+  }
+  s.write_ladder();  // also when every run was left out or is a canary
   return complete;
 }
 
