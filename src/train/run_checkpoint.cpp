@@ -141,7 +141,7 @@ RunState read_run_state(const std::string& ckpt_dir) {
   return s;
 }
 
-static void verify_checksums(const std::string& ckpt_dir) {
+void verify_run_checkpoint(const std::string& ckpt_dir) {
   const auto j = read_state_json(ckpt_dir);
   const auto files = j.value("files", nlohmann::json());
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
@@ -160,7 +160,7 @@ static void verify_checksums(const std::string& ckpt_dir) {
 
 void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
                          Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) {
-  verify_checksums(ckpt_dir);
+  verify_run_checkpoint(ckpt_dir);
   const int64_t n = table.total();
   params.resize(size_t(n));
   load_params(ckpt_dir, table, params.data());
@@ -194,7 +194,7 @@ std::vector<std::string> checkpoint_dirs(const std::string& run_dir) {
 std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
   for (const std::string& dir : checkpoint_dirs(run_dir)) {
     try {
-      verify_checksums(dir);
+      verify_run_checkpoint(dir);
       return dir;
     } catch (const Error& e) {
       fmt::print(stderr, "marin: warning: skipping checkpoint: {}\n", e.what());

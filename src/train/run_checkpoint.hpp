@@ -36,6 +36,9 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                                 const Buffer<float>& v);
 // Reads a checkpoint directory's state.json (checksums are verified by load_run_checkpoint).
 RunState read_run_state(const std::string& ckpt_dir);
+// Verifies a checkpoint's files against the checksums its state.json records (refusing a missing
+// or mismatched one, naming the file).
+void verify_run_checkpoint(const std::string& ckpt_dir);
 // Loads model parameters and optimizer state in the full layout of `table` from a checkpoint
 // directory, verifying checksums and refusing non-finite values (naming the tensor). Every rank
 // reads the same files (and takes its part).

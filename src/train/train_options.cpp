@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "data/batch_factory.hpp"
 #include "optim/hparams.hpp"
 #include "train/train_option_table.hpp"
 
@@ -55,6 +56,17 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   }
   o.optim.total_steps = o.steps;
   return o;
+}
+
+DataOptions data_options(const TrainOptions& o) {
+  DataOptions d;
+  d.seq_len = o.model.seq_len;
+  d.vocab_size = o.model.vocab_size;
+  d.rows_per_step = o.batch;
+  d.total_steps = o.steps;
+  d.seed = o.seed;
+  d.tokenizer = o.tokenizer;
+  return d;
 }
 
 }  // namespace marin

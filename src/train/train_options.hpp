@@ -85,4 +85,8 @@ struct ResumeChanges {
 // so the default run is the same at 1, 2 and 4 ranks.
 int default_micro_batch(int batch);
 
+struct DataOptions;  // data/batch_factory.hpp
+// What the run's data sources need of its options (make_batch_source).
+DataOptions data_options(const TrainOptions& o);
+
 }  // namespace marin

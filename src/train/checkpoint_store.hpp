@@ -1,0 +1,74 @@
+#pragma once
+// The checkpoints of a run directory: write, verify, list, prune, the checkpoints/latest link, and
+// the state a run goes on from at --resume or --fork-from. The on-disk layout of one checkpoint
+// (the full, one-process layout: run_checkpoint.hpp) is reached only from here and from the
+// commands that read a finished checkpoint, so another layout (per-rank shards) is one new file
+// beside run_checkpoint.cpp and one line in CheckpointStore::write and ::load.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "train/run_checkpoint.hpp"
+#include "train/train_options.hpp"
+
+namespace marin {
+
+// Where a run goes on from: a checkpoint and its state with the run's changes applied.
+struct ResumePoint {
+  std::string dir;           // the checkpoint
+  RunState state;            // its step, options (changed), data position and lineage
+  bool restore_data = true;  // the data position carries over (a fork with other data: false)
+  std::string threads_note;  // resume: the compute threads, for the resume line
+  std::string warning;       // resume: a thread count that breaks bit-identity ("" none)
+};
+
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(std::string run_dir) : run_dir_(std::move(run_dir)) {}
+  const std::string& run_dir() const { return run_dir_; }
+
+  // Writes the checkpoint of state.step from full-layout parameters and optimizer state (the one
+  // writer: rank 0), points checkpoints/latest at it, then removes rolling checkpoints older than
+  // it (those at multiples of keep_every stay); returns its directory.
+  std::string write(const RunState& state, const ParamTable& table, const float* params,
+                    const Buffer<float>& m, const Buffer<float>& v, int64_t keep_every) const;
+  // Loads a checkpoint's full-layout parameters and optimizer state, verifying its checksums and
+  // refusing non-finite values (every rank reads the same files).
+  static void load(const std::string& dir, const ParamTable& table, Buffer<float>& params,
+                   Buffer<float>& m, Buffer<float>& v);
+  // marin::Error naming the damage when a checkpoint's files do not match their checksums.
+  static void verify(const std::string& dir) { verify_run_checkpoint(dir); }
+  // The complete checkpoints, newest first (none verified).
+  std::vector<std::string> list() const { return checkpoint_dirs(run_dir_); }
+  // The newest checkpoint that verifies (a damaged newer one is skipped with a warning).
+  std::optional<std::string> latest() const { return latest_checkpoint(run_dir_); }
+  // What checkpoints/latest points at ("" when there is no link).
+  std::string latest_link() const;
+  // Removes rolling checkpoints older than `keep` (nothing unless `keep` is known finite).
+  void prune(const std::string& keep, int64_t keep_every) const {
+    prune_checkpoints(run_dir_, keep, keep_every);
+  }
+
+  // marin::Error ("no complete checkpoint to resume from") when the run has none.
+  void require_checkpoint() const;
+  // --resume: start(point) for the newest checkpoint whose state passes every check
+  // (run_state_check.hpp) and from which start() does not throw; each rejected one is named with
+  // its reason on stderr (when `root`), and none passing is an error naming the newest's reason.
+  // The checks read the same files on every rank, so every rank settles on the same checkpoint.
+  void resume(const ResumeChanges& changes, bool root,
+              const std::function<void(const ResumePoint&)>& start) const;
+  // The state a resume from `ckpt` goes on with: checked, `changes` applied (those a forecast
+  // binds refused, a switch of transport or expert split recorded in the lineage); sets the
+  // compute threads to the checkpoint's unless chosen.
+  static ResumePoint resume_point(const std::string& ckpt, const ResumeChanges& changes);
+  // The state a new run forked from `ckpt` with options `changed` starts with (a fork cannot
+  // change the model's shape); its lineage names the parent.
+  static ResumePoint fork_point(const std::string& ckpt, const TrainOptions& changed);
+
+ private:
+  std::string run_dir_;
+};
+
+}  // namespace marin

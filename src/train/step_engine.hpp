@@ -1,0 +1,125 @@
+#pragma once
+// One optimizer step over a global batch, and nothing about files. A step (StepEngine::step) is:
+// the next global batch → this rank's micro-batches → forward/backward of each → their gradients
+// summed exactly over micro-batches and ranks (parallel::ExactSum; each rank receives its
+// optimizer shard) → global finite check → the sharded optimizer (parameters all-gathered) → QB
+// bias from global histograms. A non-finite loss or gradient skips the update; a non-finite
+// update is rolled back (UpdateGuard). The Trainer (trainer.hpp) calls it once per step.
+//
+// Data parallelism (docs/distributed.md): the global batch of B rows that one process would read
+// is U = B / micro_batch micro-batches; with N ranks (N divides U) rank r computes micro-batches
+// r, r + N, r + 2N, … (with U = N: rows r·B/N … (r+1)·B/N − 1). Losses are normalised by the
+// global token count and gradients summed exactly, so a step's result depends on the micro-batch
+// size but not on N: runs at 1, 2 or 4 ranks are bit-identical. Checkpoints hold the full state in
+// the one-process layout (gather_full_state, load_full_state), so a run resumes at any N that
+// divides U.
+//
+// Expert parallelism (--ep P, docs/distributed.md): the N ranks form N/P replicas of P ranks;
+// each rank of a replica holds 1/P of every routed-expert stack, and the replica's ranks exchange
+// rows with an all-to-all in every MoE layer. Each expert's weight gradient from each source
+// micro-batch is computed where the expert lives and summed exactly with the others over the
+// replicas of that shard, so dropless and capacity runs are bit-identical to one process too.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.hpp"
+#include "kernels/kernels.hpp"
+#include "model/model.hpp"
+#include "model/moe/qb_balance.hpp"
+#include "model/moe/router_stats.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/comm.hpp"
+#include "parallel/exact_sum.hpp"
+#include "train/finite_check.hpp"
+#include "train/train_options.hpp"
+
+namespace marin {
+
+// What one optimizer step did (identical on every rank).
+struct StepResult {
+  LossStats loss;                 // over the global batch
+  bool finite = true;             // false: the update was skipped
+  nlohmann::json metrics;         // the step's metrics line so far
+  double comm_seconds = 0;        // in collectives: the gradient sum and the parameter all-gather
+  int64_t comm_bytes = 0;         // sent per rank by those collectives (0 on one rank)
+  double all_to_all_seconds = 0;  // --ep > 1: the MoE layers' exchanges (forward and backward)
+  int64_t all_to_all_bytes = 0;   // sent by this rank to the others of its group
+};
+
+// The parameters and optimizer state in the full (one-process) layout, as checkpoints hold them;
+// complete on rank 0 only (gather_full_state).
+struct FullState {
+  Buffer<float> m, v;
+  Buffer<float> gathered;         // --ep > 1: the assembled parameters (else empty)
+  const float* params = nullptr;  // the full-layout parameters (the model's own, or `gathered`)
+};
+
+class StepEngine {
+ public:
+  // Checks that `o`'s batch splits over `n_ranks` (micro-batches, --ep) and fills a micro-batch
+  // left at 0 (default_micro_batch); refuses what cannot run, naming the option.
+  static void check_shape(TrainOptions& o, int n_ranks);
+  // The model (parameters uninitialised: init or load_full_state), its optimizer and the exact
+  // gradient sum of a run with options `o` over `comm` (collective).
+  StepEngine(const TrainOptions& o, parallel::Comm& comm);
+  ~StepEngine();
+
+  void init(uint64_t seed) { model_->init(seed); }
+  // Loads full-layout parameters and optimizer state (m, v null: fresh); this rank takes its
+  // expert shard.
+  void load_full_state(const float* params, const float* m, const float* v);
+  // Collective: the full-layout state, complete on rank 0.
+  FullState gather_full_state();
+  // One optimizer step (collective) on the next global batch of `data`; `step` is the number of
+  // steps completed before it (the schedule's position, the testing aids' step).
+  StepResult step(BatchSource& data, int64_t step);
+  // The global loss of the model as it is (forward only, dropless: an evaluation) on the next
+  // global batch of `data` (collective).
+  LossStats evaluate(BatchSource& data);
+
+  Model<float>& model() { return *model_; }
+  const ParamTable& full_table() const { return *full_table_; }
+  const TrainOptions& options() const { return opt_; }
+  // What the GEMMs compute in: opt_.dtype resolved on this CPU.
+  kernels::Dtype dtype() const { return dtype_; }
+  int ep() const { return experts_ ? experts_->size() : 1; }
+  parallel::Comm& comm() { return comm_; }
+
+ private:
+  // Forward (+ backward) over this rank's micro-batches of the batch in tokens_/labels_/seg_
+  // (gradients of all but the last into partials_, the last in the model's grads()); returns the
+  // global loss.
+  LossStats forward_backward(bool backward);
+  // The exact sum of every micro-batch's gradient into the model's grads(); false when it is not
+  // finite. Fills out's communication fields.
+  bool reduce_gradients(StepResult& out, int64_t step);
+  // The update of a finite step (router health, optimizer, QB, rollback of a non-finite update).
+  void update(StepResult& out, int64_t step);
+  // Collective: "" when the parameters and optimizer state the step just wrote are finite on
+  // every rank, else what is not (UpdateGuard::check).
+  std::string check_update(int64_t step);
+
+  TrainOptions opt_;
+  parallel::Comm& comm_;
+  kernels::Dtype dtype_ = kernels::Dtype::fp32;
+  int micro_ = 0, units_ = 0, local_units_ = 0;  // rows per micro-batch; micro-batches per step,
+                                                 // and per rank
+  std::unique_ptr<parallel::Comm> experts_, replicas_;  // --ep > 1: this rank's expert-parallel
+                                                        // group and the replicas of its shard
+  std::unique_ptr<ParamTable> full_table_;              // the one-process layout (checkpoints)
+  std::unique_ptr<Model<float>> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<Buffer<float>> partials_;         // gradients of this rank's earlier micro-batches
+  std::vector<Buffer<float>> expert_partials_;  // --ep > 1: their expert gradients, per source
+  std::unique_ptr<parallel::ExactSum> grad_sum_;
+  UpdateGuard update_guard_;  // the state before this step's update, to undo a non-finite one
+  std::unique_ptr<QBReducer> qb_reducer_;
+  QBBalancer qb_;
+  std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
+  std::vector<RouterStatsAccumulator> router_acc_;
+  std::vector<int32_t> tokens_, labels_, seg_;  // the global batch
+};
+
+}  // namespace marin
