@@ -96,4 +96,25 @@ inline size_t complete_prefix(std::string_view s) {
   return n;  // only continuation bytes (invalid UTF-8): nothing to wait for
 }
 
+// Replaces each maximal invalid UTF-8 subsequence with U+FFFD, as a JavaScript or Rust string of
+// the same bytes would hold it (the tokenizer's Unicode components need valid UTF-8; generated
+// responses must be valid JSON text); valid text comes back unchanged.
+inline std::string sanitize(std::string_view s) {
+  if (valid(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = decode(s, i, cp);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace marin::utf8

@@ -23,24 +23,6 @@ void check_depth(const std::string& path, int depth) {
          kMaxNesting);
 }
 
-std::string sanitize_utf8(std::string_view s) {
-  if (utf8::valid(s)) return std::string(s);
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp = 0;
-    const size_t n = utf8::decode(s, i, cp);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 std::string get_string(const json& j, const char* key, const std::string& path) {

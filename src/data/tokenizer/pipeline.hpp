@@ -23,10 +23,6 @@ constexpr int kMaxNesting = 32;
 // Checks the nesting depth of a component at `path`.
 void check_depth(const std::string& path, int depth);
 
-// Replaces each maximal invalid UTF-8 subsequence with U+FFFD, as a JavaScript or Rust string of
-// the same bytes would hold it (the Unicode components need valid UTF-8).
-std::string sanitize_utf8(std::string_view s);
-
 // ---- normalizers ----
 struct Normalizer {
   virtual ~Normalizer() = default;

@@ -676,7 +676,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool at_start, bool all
     pre_tokenize(text, at_start);
     return;
   }
-  std::string s = tok::sanitize_utf8(text);
+  std::string s = utf8::sanitize(text);
   if (normalizer && !(normalizer->ascii_identity() && is_ascii(s))) normalizer->apply(s);
   if (added_norm.empty()) {
     pre_tokenize(s, at_start);

@@ -268,24 +268,6 @@ std::vector<std::string> read_generation_targets(const json& line, const std::st
 
 namespace {
 
-// Bytes that are not UTF-8 (a token ending inside a character) become U+FFFD, as the harness's
-// decode(errors="replace") gives them; the response is then valid JSON text.
-std::string replace_invalid_utf8(const std::string& text) {
-  std::string clean;
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp = 0;
-    const size_t n = utf8::decode(text, i, cp);
-    if (n == 0) {
-      clean += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      clean.append(text, i, n);
-      i += n;
-    }
-  }
-  return clean;
-}
-
 // One prompt on its way through the decoder: its tokens, how many have been run, what it has
 // generated so far.
 struct Stream {
@@ -317,7 +299,9 @@ struct Stream {
   }
   std::string response() {
     if (cut != std::string::npos) text.resize(cut);
-    return replace_invalid_utf8(text);
+    // Bytes that are not UTF-8 (a token ending inside a character) become U+FFFD, as the
+    // harness's decode(errors="replace") gives them; the response is then valid JSON text.
+    return utf8::sanitize(text);
   }
 };
 
