@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kernel seam (issue 12, docs/architecture.md): the model, the optimizer and the sampler do no
+# The kernel seam (issue 12, docs/kernels.md): the model, the optimizer and the sampler do no
 # math of their own; every loop over tensor data lives in src/kernels/. This check fails, naming
 # file:line, on
 #   1. any `#pragma omp` in the checked files (threading belongs to the kernels), and
@@ -50,7 +50,7 @@ for f in $files; do
     }' "$f" || status=1
 done
 if [ "$status" -ne 0 ]; then
-  echo "check_kernel_seam: FAILED (see docs/architecture.md, \"The kernel seam\")" >&2
+  echo "check_kernel_seam: FAILED (see docs/kernels.md, \"The kernel seam\")" >&2
 else
   echo "check_kernel_seam: OK"
 fi

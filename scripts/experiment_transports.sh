@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# docs/experiments.md, "Transports at CPU scale": the hero's A/B in one process on the fixture
-# mixture — dropless, capacity (recipe §8) and pooled (the hero's waves) over the same tokens, and
-# a run that switches pooled → dropless half way from the pooled run's checkpoint (as the hero did
+# docs/experiments.md, "Transports at CPU scale": the 535B run's A/B in one process on the fixture
+# mixture — dropless, capacity (recipe §8) and pooled (the 535B run's waves) over the same tokens, and
+# a run that switches pooled → dropless half way from the pooled run's checkpoint (as the 535B run did
 # at step 81,716) against the pooled run that stays. Resumable: finished runs are kept.
 # With NP=N EP=P the runs are expert-parallel under mpirun (N ranks, experts split over P: the
 # pooled transport then has S = P shards, with sender and receiver drops).

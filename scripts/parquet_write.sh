@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Parquet files from two real writers, for tests/test_parquet.cpp and bench/bench_sources.cpp
+# Parquet files from two real writers, for tests/data/test_parquet.cpp and bench/bench_sources.cpp
 # (scripts/parquet_write.mjs says which files): the Rust `parquet` crate compiled to WebAssembly
 # (npm parquet-wasm, with apache-arrow) and hyparquet-writer.
 #

@@ -1243,23 +1243,54 @@ def results_main(argv):
     return 0
 
 
+def reporting_errors(run, what, failed):
+    """run(), its failure as one line on stderr and exit status 2: never a traceback. `what` names
+    the file or mode in the message, `failed` starts the line of an unexpected exception."""
+    try:
+        return run()
+    except TaskError as e:
+        msg = str(e)
+    except MemoryError:
+        msg = (f"{what}: rendering needs more than the renderer's memory limit "
+               f"({MEMORY_MB} MiB)")
+    except RecursionError:
+        msg = f"{what}: nesting too deep (a recursive template or structure)"
+    except Exception as e:  # never a traceback: one line naming the file or the mode
+        msg = f"{failed}: {type(e).__name__}: {' '.join(str(e).split())}"
+    print(f"render_tasks: {msg}", file=sys.stderr)
+    return 2
+
+
+def render_main(a):
+    """Renders one task file into a.out (JSON lines, written atomically)."""
+    for m in a.parquet_rows:
+        src, _, dst = m.partition("=")
+        PARQUET_ROWS[os.path.abspath(src)] = dst
+    task = make_task(a)
+    need = sorted({os.path.abspath(f if os.path.isabs(f) else os.path.join(task.dir, f))
+                   for fs in task.files.values() for f in fs if f.endswith(".parquet")}
+                  - set(PARQUET_ROWS))
+    if need:  # marin eval converts them with its Parquet reader and runs this again
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump({"parquet": need}, f)
+        return 3
+    lines = task.render_all(a.num_fewshot, a.fewshot_seed)
+    tmp = f"{a.out}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for obj in lines:
+            f.write(json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, a.out)
+    return 0
+
+
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "results":
-        try:
-            return results_main(sys.argv[2:])
-        except TaskError as e:
-            print(f"render_tasks: {e}", file=sys.stderr)
-            return 2
-        except Exception as e:  # never a traceback: one line naming the mode
-            print(f"render_tasks: results: {type(e).__name__}: {' '.join(str(e).split())}",
-                  file=sys.stderr)
-            return 2
-    if len(sys.argv) > 1 and sys.argv[1] == "index":
-        try:
-            return index_main(sys.argv[2:])
-        except TaskError as e:
-            print(f"render_tasks: {e}", file=sys.stderr)
-            return 2
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "results":
+        return reporting_errors(lambda: results_main(sys.argv[2:]), "results", "results")
+    if mode == "index":
+        return reporting_errors(lambda: index_main(sys.argv[2:]), "index", "index")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("yaml")
     ap.add_argument("--out", required=True)
@@ -1280,9 +1311,6 @@ def main():
     ap.add_argument("--parquet-rows", action="append", default=[],
                     help="SRC=DST: the rows of Parquet file SRC as JSON lines in DST")
     a = ap.parse_args()
-    for m in a.parquet_rows:
-        src, _, dst = m.partition("=")
-        PARQUET_ROWS[os.path.abspath(src)] = dst
     global MEMORY_MB
     MEMORY_MB = a.memory_mb
     if a.memory_mb > 0:
@@ -1294,39 +1322,8 @@ def main():
                             "(--task-timeout)")
         signal.signal(signal.SIGALRM, on_alarm)
         signal.alarm(a.timeout)
-    try:
-        task = make_task(a)
-        need = sorted({os.path.abspath(f if os.path.isabs(f) else os.path.join(task.dir, f))
-                       for fs in task.files.values() for f in fs if f.endswith(".parquet")}
-                      - set(PARQUET_ROWS))
-        if need:  # marin eval converts them with its Parquet reader and runs this again
-            with open(a.out, "w", encoding="utf-8") as f:
-                json.dump({"parquet": need}, f)
-            return 3
-        lines = task.render_all(a.num_fewshot, a.fewshot_seed)
-    except TaskError as e:
-        print(f"render_tasks: {e}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print(f"render_tasks: {a.yaml}: rendering needs more than the renderer's memory limit "
-              f"({a.memory_mb} MiB)", file=sys.stderr)
-        return 2
-    except RecursionError:
-        print(f"render_tasks: {a.yaml}: nesting too deep (a recursive template or structure)",
-              file=sys.stderr)
-        return 2
-    except Exception as e:  # never a traceback: one line naming the file
-        print(f"render_tasks: {a.yaml}: the renderer failed: {type(e).__name__}: "
-              f"{' '.join(str(e).split())}", file=sys.stderr)
-        return 2
-    tmp = f"{a.out}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for obj in lines:
-            f.write(json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, a.out)
-    return 0
+    return reporting_errors(lambda: render_main(a), a.yaml,
+                            f"{a.yaml}: the renderer failed")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
 # unless some node is already installed (e.g. nodesource's, which bundles npm and conflicts).
 command -v node >/dev/null || PKGS+=(nodejs)
 command -v npm >/dev/null || PKGS+=(npm)
-PKGS+=(zstd gzip)  # the zstd and gzip tools write the compressed inputs of tests/test_sources.cpp
+PKGS+=(zstd gzip)  # the zstd and gzip tools write the compressed inputs of tests/data/test_sources.cpp
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -86,7 +86,7 @@ cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=cl
 targets=()
 if [[ $WHAT == all || $WHAT == asan ]]; then
   targets+=(marin mpi_test_comm)
-  for t in tests/test_*.cpp; do targets+=("$(basename "$t" .cpp)"); done
+  for t in tests/*/test_*.cpp; do targets+=("$(basename "$t" .cpp)"); done
 fi
 if [[ $WHAT == all || $WHAT == fuzz ]]; then targets+=(fuzz_targets); fi
 cmake --build $BUILD -j"$JOBS" --target "${targets[@]}"

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes llm.c and Megatron-LM token files the way those projects write them, for the tests of
-`marin tokenize --format llmc|megatron` (tests/test_token_import.cpp). numpy only.
+`marin tokenize --format llmc|megatron` (tests/data/test_token_import.cpp). numpy only.
 
 The documents come from a marin token shard (docs/data.md's layout: each document its ids, then
 the tokenizer's EOS, which is stripped here: --eos ID) or from a JSON list of id lists.

@@ -10,7 +10,7 @@
 //   DIR/generation_config.json
 //   DIR/modeling_marin.py         python/modeling_marin.py, embedded in the binary at build time
 //
-// export → import → export is byte-identical (tests/test_hf_export.cpp).
+// export → import → export is byte-identical (tests/export/test_hf_export.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -47,7 +47,7 @@ class DtypeScope {
   Dtype previous_;
 };
 // What a --dtype request ("auto", "fp32", "bf16", "bf16-emulated") computes in on this CPU.
-// auto: bf16 where bf16_gemm_supported() (avx512_bf16), else fp32 (docs/architecture.md,
+// auto: bf16 where bf16_gemm_supported() (avx512_bf16), else fp32 (docs/kernels.md,
 // "Compute dtype"). bf16 where oneDNN's start-up check fails: fp32, with `message` the one line
 // saying why (a request is never refused, a run never fails for it).
 // Everything else: as asked. The --dtype help of every command that has it (train's option table

@@ -20,7 +20,7 @@ int64_t every_tensor_params(const ModelConfig& c);
 int64_t forward_flops_per_token(const ModelConfig& c);
 Accounting account(const ModelConfig& c);
 
-// Training FLOPs = 3·F_fwd·S·batch·steps (double: the hero's is 2.696e24).
+// Training FLOPs = 3·F_fwd·S·batch·steps (double: the 535B run's is 2.696e24).
 double training_flops(const ModelConfig& c, int64_t batch, int64_t steps);
 // Forecast compute per step: 3·(F_fwd − 2·d·V)·S·batch.
 double forecast_flops_per_step(const ModelConfig& c, int64_t batch);

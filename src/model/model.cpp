@@ -208,7 +208,7 @@ void Model<T>::backward() {
   embed_norm_.backward(dh, dh2, rows, arena_);
   kernels::embedding_bwd(dh2, tokens_.data(), grad("embed.weight"), rows, d);
   // The router bias (QB state, group State) is left at the zero of grads_.zero(): no module
-  // writes its gradient, which tests/test_qb.cpp checks.
+  // writes its gradient, which tests/model/test_qb.cpp checks.
 }
 
 template <class T>

@@ -101,7 +101,7 @@ class Model {
   // own sequence, all n in one forward of n rows, so the projections and experts are n-row
   // products instead of n one-row ones. Each sequence's logits go to its cache's `logits`. The
   // caches must be distinct; 1 <= n <= max_batch · seq_len. Each row's logits equal decode()'s
-  // for that sequence alone up to the summation order of the products (tests/test_sample.cpp).
+  // for that sequence alone up to the summation order of the products (tests/eval/test_sample.cpp).
   void decode(const int32_t* tokens, DecodeCache<T>* const* caches, int64_t n);
 
   // Per-token CE of the last forward ([B·S], label < 0 → 0) and the logits of the last forward.

@@ -1,6 +1,6 @@
 #pragma once
-// The capacities of the hero's pooled-wave all-to-all (issue 11, research summary), in one place
-// so the planner and a transport that implements the rule cannot disagree by a row.
+// The capacities of the 535B run's pooled-wave all-to-all (issue 11, research summary), in one
+// place so the planner and a transport that implements the rule cannot disagree by a row.
 //
 // Per sender GPU there are A = T_local·K assignments, S expert shards and W waves. An assignment
 // ranked r within its destination shard goes in wave r mod W, slot r div W, and is kept at the

@@ -18,7 +18,7 @@ inline constexpr double kMuonBeta = 0.95;
 inline constexpr double kHyperballNormFloor = 1e-10;
 
 // How a stack of num_mats matrices (the routed experts of one weight kind in one layer) is put on
-// the hyperball. kLayer: one radius over the whole [num_mats, rows, cols] stack (the hero's
+// the hyperball. kLayer: one radius over the whole [num_mats, rows, cols] stack (the 535B run's
 // `expert_radius = "layer"`, the default); kExpert: one radius per matrix. For num_mats == 1 the
 // two are the same.
 enum class RadiusScope { kLayer, kExpert };

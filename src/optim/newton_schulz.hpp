@@ -34,9 +34,9 @@ i64 ns_workspace_size(i64 rows, i64 cols);
 // A = XᵀX, X ← a·X + X·Bᵀ, which is the transpose of the wide iteration term for term.
 // O may alias U (in place). workspace: ns_workspace_size(rows, cols) elements, any contents.
 // `products`: fp32 (the default: the orthogonalisation of fp32 master-weight updates), or
-// compute, the run's compute dtype (--ns-dtype compute; the hero ran Newton–Schulz in bf16): its
-// three products are then GEMMs in that dtype (bf16 inputs, fp32 accumulation), the symmetric two
-// included, as a bf16 syrk does not exist.
+// compute, the run's compute dtype (--ns-dtype compute; the 535B run ran Newton–Schulz in bf16):
+// its three products are then GEMMs in that dtype (bf16 inputs, fp32 accumulation), the symmetric
+// two included, as a bf16 syrk does not exist.
 template <class T>
 void newton_schulz(const T* U, T* O, i64 rows, i64 cols, T* workspace,
                    kernels::Precision products = kernels::Precision::fp32);

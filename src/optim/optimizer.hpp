@@ -33,9 +33,10 @@ struct OptimConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   optim::RadiusScope expert_radius = optim::RadiusScope::kLayer;
   bool gate_router_wd =
-      false;              // the hero's optional decay on head gate + router (from step 58,014)
+      false;              // the 535B run's optional decay on head gate + router (from step 58,014)
   double adamw_wd = 0.1;  // decoupled decay of the adamw baseline
-  // Newton–Schulz's products: "fp32" (default) or "compute", the run's --dtype (the hero's bf16)
+  // Newton–Schulz's products: "fp32" (default) or "compute", the run's --dtype (the 535B run's
+  // bf16)
   std::string ns_dtype = "fp32";
   int64_t total_steps = 1;  // schedule horizon N
 };

@@ -1,6 +1,7 @@
 #pragma once
 // The steps of make_forecast (forecast.hpp), named after the protocol of recipe.md §9 and
-// exposed so that each is unit-tested on small hand-made series (tests/test_forecast_parts.cpp):
+// exposed so that each is unit-tested on small hand-made series
+// (tests/scaling/test_forecast_parts.cpp):
 //   gather   read ladder.json, check every fitted run is done on the same dtype and fractions,
 //            group the runs by rung × budget and average their seeds at a fraction (series_at);
 //   target   the target's batch, steps, budget, bound options and compute (plan_target);

@@ -75,8 +75,8 @@ struct TrainOptions {
 
 // What `--resume` changes: an edit of the run's options by the options given with it (the CLI
 // refuses those the option table says may not change; the trainer those a forecast binds). A
-// changed transport, waves or expert split is recorded in the run's lineage (recipe §8: the hero
-// switched transport mid-run from a checkpoint).
+// changed transport, waves or expert split is recorded in the run's lineage (recipe §8: the 535B
+// run switched transport mid-run from a checkpoint).
 struct ResumeChanges {
   std::function<void(TrainOptions&)> edit;
 };

@@ -6,7 +6,7 @@
 // (invalid UTF-8, syntax, an unescaped control character, a lone surrogate, a number past a
 // double's range), nesting near kMaxJsonDepth, a key written twice in one object, a top level that
 // is not an object, a text that is neither a string nor null, an id that is neither a string nor
-// null. tests/test_sources.cpp and fuzz_sources_jsonl check both paths agree on every line.
+// null. tests/data/test_sources.cpp and fuzz_sources_jsonl check both paths agree on every line.
 #pragma once
 
 #include <memory>

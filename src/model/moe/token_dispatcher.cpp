@@ -59,25 +59,27 @@ AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, pa
   const size_t P = size_t(ep.size());
   send_counts_.resize(P * size_t(E_loc_));
   recv_counts_.resize(P * size_t(E_loc_));
-  sc_.resize(P), sd_.resize(P), rc_.resize(P), rd_.resize(P);
+  send_elems_.resize(P), send_displs_.resize(P), recv_elems_.resize(P), recv_displs_.resize(P);
   // The counts exchange: E_loc per peer, the same every forward.
   count_n_.assign(P, E_loc_);
   for (size_t q = 0; q < P; ++q) count_at_.push_back(int64_t(q) * E_loc_);
   blocks_.resize(P * size_t(E_loc_) + 1);
   const i64 received = max_received(c, max_rows, ep.size());
-  xr_.resize(received * l_);
-  yr_.resize(received * l_);
-  back_.resize(max_rows * c.top_k * l_);
+  received_x_.resize(received * l_);
+  received_y_.resize(received * l_);
+  returned_.resize(max_rows * c.top_k * l_);
 }
 
 template <class T>
 void AllToAllDispatcher<T>::exchange(const T* send, T* recv, bool forward) {
   const Timer t;
   if (forward)
-    ep_.alltoallv(send, sc_.data(), sd_.data(), recv, rc_.data(), rd_.data());
+    ep_.alltoallv(send, send_elems_.data(), send_displs_.data(), recv, recv_elems_.data(),
+                  recv_displs_.data());
   else
-    ep_.alltoallv(send, rc_.data(), rd_.data(), recv, sc_.data(), sd_.data());
-  const auto& out = forward ? sc_ : rc_;
+    ep_.alltoallv(send, recv_elems_.data(), recv_displs_.data(), recv, send_elems_.data(),
+                  send_displs_.data());
+  const auto& out = forward ? send_elems_ : recv_elems_;
   // seam: adds up the bytes sent (integers)
   for (size_t q = 0; q < out.size(); ++q)
     if (int(q) != ep_.rank()) traffic_.bytes += out[q] * int64_t(sizeof(T));
@@ -103,21 +105,22 @@ ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i
   for (size_t b = 0; b < recv_counts_.size(); ++b) blocks_[b + 1] = blocks_[b] + recv_counts_[b];
   for (int q = 0; q < P; ++q) {
     const size_t first = size_t(q) * size_t(E_loc_), last = first + size_t(E_loc_);
-    sd_[size_t(q)] = off[first] * l_;
-    sc_[size_t(q)] = (off[last] - off[first]) * l_;
-    rd_[size_t(q)] = blocks_[first] * l_;
-    rc_[size_t(q)] = (blocks_[last] - blocks_[first]) * l_;
+    send_displs_[size_t(q)] = off[first] * l_;
+    send_elems_[size_t(q)] = (off[last] - off[first]) * l_;
+    recv_displs_[size_t(q)] = blocks_[first] * l_;
+    recv_elems_[size_t(q)] = (blocks_[last] - blocks_[first]) * l_;
   }
   const i64 received = blocks_.back();
-  MARIN_CHECK(received * l_ <= i64(xr_.size()), "all-to-all: {} rows exceed the workspace",
+  MARIN_CHECK(received * l_ <= i64(received_x_.size()), "all-to-all: {} rows exceed the workspace",
               received);
-  exchange(sent_.input, xr_.data(), /*forward=*/true);
-  return {blocks_.data(), i64(P) * E_loc_, received, xr_.data(), yr_.data()};
+  exchange(sent_.input, received_x_.data(), /*forward=*/true);
+  return {blocks_.data(), i64(P) * E_loc_, received, received_x_.data(), received_y_.data()};
 }
 
 template <class T>
 void AllToAllDispatcher<T>::combine(const Routing<T>& r, T* R) {
-  exchange(yr_.data(), sent_.output, /*forward=*/false);  // outputs back, in the sender's order
+  // The outputs go back to their sender, in its order.
+  exchange(received_y_.data(), sent_.output, /*forward=*/false);
   local_.combine(r, R);
 }
 
@@ -126,14 +129,14 @@ const T* AllToAllDispatcher<T>::combine_backward(const Routing<T>& r, const T* d
                                                  Arena<T>& arena) {
   const T* dy = local_.combine_backward(r, dR, dw, arena);
   // The experts' outputs are not needed any more: their buffer receives the output gradient.
-  exchange(dy, yr_.data(), /*forward=*/true);
-  return yr_.data();
+  exchange(dy, received_y_.data(), /*forward=*/true);
+  return received_y_.data();
 }
 
 template <class T>
 void AllToAllDispatcher<T>::dispatch_backward(const T* dinput, T* dz) {
-  exchange(dinput, back_.data(), /*forward=*/false);
-  local_.dispatch_backward(back_.data(), dz);
+  exchange(dinput, returned_.data(), /*forward=*/false);
+  local_.dispatch_backward(returned_.data(), dz);
 }
 
 template <class T>

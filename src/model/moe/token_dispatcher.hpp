@@ -110,10 +110,13 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
   LocalDispatcher<T> local_;  // the plan, the gather into expert order and the weighted sums
   ExpertRows<T> sent_;        // the local dispatch: rows in the order of their (global) expert
   std::vector<int64_t> send_counts_, recv_counts_;  // [P·E_loc]: rows per (peer, local expert)
-  std::vector<int64_t> sc_, sd_, rc_, rd_;          // per peer, in elements
-  std::vector<int64_t> count_n_, count_at_;         // per peer: the counts exchange's layout
-  std::vector<int64_t> blocks_;                     // [P·E_loc + 1] received block offsets
-  Buffer<T> xr_, yr_, back_;  // received inputs, their outputs; rows returned to the sender
+  // Per peer, in elements: what MPI_Alltoallv calls sendcounts, sdispls, recvcounts, rdispls.
+  std::vector<int64_t> send_elems_, send_displs_, recv_elems_, recv_displs_;
+  std::vector<int64_t> count_n_, count_at_;  // per peer: the counts exchange's layout
+  std::vector<int64_t> blocks_;              // [P·E_loc + 1] received block offsets
+  Buffer<T> received_x_;                     // the rows this rank's experts received (their inputs)
+  Buffer<T> received_y_;  // the experts' outputs for them (and, backward, their gradients)
+  Buffer<T> returned_;    // backward: input gradients returned to the rows' sender
   DispatchTraffic traffic_;
 };
 

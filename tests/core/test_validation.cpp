@@ -169,7 +169,7 @@ TEST(CheckedArithmetic, ABudgetPast2To62StepsIsRefused) {
 // ---- memory: refused before it is attempted -----------------------------------------------------
 
 TEST(Memory, AModelOverTheMachinesMemoryIsRefusedWithTheBytesItNeeds) {
-  // The hero's 535B parameters need terabytes; this used to end in `internal error:
+  // The 535B run's 535B parameters need terabytes; this used to end in `internal error:
   // std::bad_alloc` (or the OOM killer).
   TempDir tmp("v-mem");
   const RunResult r = run_with_timeout("init --preset hero-535b --out " + tmp.str("ckpt"), 60);

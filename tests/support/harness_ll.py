@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch side of tests/test_harness_tasks.cpp's loglikelihood check: scores
+"""The PyTorch side of tests/eval/test_harness_tasks.cpp's loglikelihood check: scores
 (context, continuation) requests through an export's python/modeling_marin.py the way
 lm-evaluation-harness's HFLM does (_encode_pair, then _loglikelihood_tokens), and computes the
 loglikelihood task's metrics as the harness does (perplexity = exp(−mean ll), acc = mean of

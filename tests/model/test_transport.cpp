@@ -1,5 +1,6 @@
 // The expert transports' drop rules against brute-force simulations written straight from their
-// definitions (docs/distributed.md): recipe §8's capacity over a step, and the hero's pooled waves.
+// definitions (docs/distributed.md): recipe §8's capacity over a step, and the 535B run's pooled
+// waves.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -241,10 +241,6 @@ TEST(Generation, ExactMatchOptionsAsHfEvaluate) {
   EXPECT_EQ(eval::item_exact_match(f, {"London"}, {}), 0.0);
 }
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 json gen_header() {
   return {
       {"format", "marin-tasks/2"},
@@ -267,7 +263,7 @@ std::string task_file(const json& header, const std::vector<json>& docs) {
   const std::string path = ::testing::TempDir() + "gen_tiny.jsonl";
   std::string text = header.dump() + "\n";
   for (const json& d : docs) text += d.dump() + "\n";
-  write(path, text);
+  testing::write_text(path, text);
   return path;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch side of tests/test_hf_export.cpp: loads an export with the modeling_marin.py it
+"""The PyTorch side of tests/export/test_hf_export.cpp: loads an export with the modeling_marin.py it
 carries (plain torch + numpy, no transformers) and writes its logits.
 
   hf_logits.py logits EXPORT float64|float32 TOKENS.i32 B S SEG.i32|- OUT.f64

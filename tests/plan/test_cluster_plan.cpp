@@ -1,4 +1,4 @@
-// The cluster planner (docs/cluster_planner.md): the hero layout's exact numbers (issue 11's
+// The cluster planner (docs/cluster_planner.md): the 535B run layout's exact numbers (issue 11's
 // research summary) through the library and through the real binary, the shipped hardware files,
 // and the errors for bad hardware files and layouts.
 #include <gtest/gtest.h>
@@ -112,7 +112,7 @@ TEST(ClusterPlan, HeroMemoryIsTheRackShardOfEveryTensor) {
   EXPECT_NEAR(p.memory.expert_weights + p.memory.other_weights, 4 * every / 64, 1.0);
   EXPECT_DOUBLE_EQ(p.memory.layer_inputs, 2.0 * 48 * 65'536 * 6144);
   EXPECT_GT(p.memory.layer_working_set, 0);
-  EXPECT_LT(p.memory.device(), p.hw.hbm_bytes);  // the hero fit
+  EXPECT_LT(p.memory.device(), p.hw.hbm_bytes);  // the 535B run fit
 }
 
 TEST(ClusterPlan, HeroAllToAllBytes) {

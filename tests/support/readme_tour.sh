@@ -5,7 +5,7 @@
 # change to the commands: every --steps / --ckpt-every / --eval-every / --keep-every count is
 # divided by ten (rounded up), so the relations between them (a resume or fork past the last
 # checkpoint) still hold.
-# Usage: tests/readme_tour.sh REPO_ROOT BUILD_BIN_DIR
+# Usage: tests/support/readme_tour.sh REPO_ROOT BUILD_BIN_DIR
 set -euo pipefail
 repo=$(cd "$1" && pwd)
 bin=$(cd "$2" && pwd)

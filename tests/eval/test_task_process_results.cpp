@@ -17,40 +17,39 @@ namespace {
 using json = nlohmann::json;
 using testing::TempDir;
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
   TempDir d("task-process-results");
   ASSERT_EQ(testing::tiny_checkpoint_with_tokenizer(d), "");
   testing::RunResult r;
-  write(d.str("docs.jsonl"),
-        "{\"q\": \"In the beginning\", \"choices\": [\"God\", \"the earth\", \"light\"], "
-        "\"answer\": 0}\n"
-        "{\"q\": \"And the earth was\", \"choices\": [\"without form\", \"dark\"], \"answer\": 0}\n"
-        "{\"q\": \"And God said\", \"choices\": [\"Let there be light\", \"no\", \"yes\", "
-        "\"maybe\"], \"answer\": 0}\n"
-        "{\"q\": \"And God saw the light\", \"choices\": [\"that it was good\", \"bad\"], "
-        "\"answer\": 1}\n"
-        "{\"q\": \"And the evening\", \"choices\": [\"and the morning\", \"night\"], "
-        "\"answer\": 0}\n");
-  write(d.str("utils.py"),
-        "def process_results(doc, results):\n"
-        "    lls = [ll for ll, _ in results]\n"
-        "    best = max(range(len(lls)), key=lambda i: lls[i])\n"
-        "    return {'hit': 1.0 if best == doc['answer'] else 0.0, 'top_ll': lls[best],\n"
-        "            'choices': float(len(results)), 'unused': 0}\n"
-        "def biggest(items):\n"
-        "    return max(items)\n");
-  write(d.str("own.yaml"),
-        "task: own\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
-        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{q}}'\n"
-        "doc_to_choice: choices\ndoc_to_target: answer\n"
-        "process_results: !function utils.process_results\nmetric_list:\n"
-        "  - metric: hit\n    aggregation: mean\n"
-        "  - metric: top_ll\n    aggregation: median\n    higher_is_better: false\n"
-        "  - metric: choices\n    aggregation: !function utils.biggest\n");
+  testing::write_text(
+      d.str("docs.jsonl"),
+      "{\"q\": \"In the beginning\", \"choices\": [\"God\", \"the earth\", \"light\"], "
+      "\"answer\": 0}\n"
+      "{\"q\": \"And the earth was\", \"choices\": [\"without form\", \"dark\"], \"answer\": 0}\n"
+      "{\"q\": \"And God said\", \"choices\": [\"Let there be light\", \"no\", \"yes\", "
+      "\"maybe\"], \"answer\": 0}\n"
+      "{\"q\": \"And God saw the light\", \"choices\": [\"that it was good\", \"bad\"], "
+      "\"answer\": 1}\n"
+      "{\"q\": \"And the evening\", \"choices\": [\"and the morning\", \"night\"], "
+      "\"answer\": 0}\n");
+  testing::write_text(
+      d.str("utils.py"),
+      "def process_results(doc, results):\n"
+      "    lls = [ll for ll, _ in results]\n"
+      "    best = max(range(len(lls)), key=lambda i: lls[i])\n"
+      "    return {'hit': 1.0 if best == doc['answer'] else 0.0, 'top_ll': lls[best],\n"
+      "            'choices': float(len(results)), 'unused': 0}\n"
+      "def biggest(items):\n"
+      "    return max(items)\n");
+  testing::write_text(
+      d.str("own.yaml"),
+      "task: own\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
+      "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{q}}'\n"
+      "doc_to_choice: choices\ndoc_to_target: answer\n"
+      "process_results: !function utils.process_results\nmetric_list:\n"
+      "  - metric: hit\n    aggregation: mean\n"
+      "  - metric: top_ll\n    aggregation: median\n    higher_is_better: false\n"
+      "  - metric: choices\n    aggregation: !function utils.biggest\n");
   const std::string eval = "eval --checkpoint " + d.str("ck") + " --tasks " + d.str("own.yaml") +
                            " --quiet --log-samples --bootstrap-iters 100 --json " + d.str("r.json");
   // Without --trust-task-code both functions are refused, in one message naming each.
@@ -98,9 +97,9 @@ TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
   EXPECT_TRUE(j["higher_is_better"]["own"]["hit"].is_null());  // unregistered, not given
 
   // A dict without a metric of metric_list is refused naming the document and the metric.
-  write(d.str("utils.py"),
-        "def process_results(doc, results):\n    return {'hit': 1.0}\n"
-        "def biggest(items):\n    return max(items)\n");
+  testing::write_text(d.str("utils.py"),
+                      "def process_results(doc, results):\n    return {'hit': 1.0}\n"
+                      "def biggest(items):\n    return max(items)\n");
   r = testing::run(eval + " --trust-task-code");
   ASSERT_NE(r.code, 0);
   EXPECT_NE(r.out.find("own.yaml: process_results: document 0: the dict lacks metric(s) "

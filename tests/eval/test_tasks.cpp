@@ -46,10 +46,6 @@ TinySetup& setup() {
   return s;
 }
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 // Brute force, written independently of the scorer: the harness's rule spelled out, one forward
 // of one row per (context, continuation), no packing.
 struct Brute {
@@ -347,15 +343,17 @@ metadata:
 )";
 
 void write_hand_task(const TempDir& d, const std::string& yaml = kYaml) {
-  write(d.str("task.yaml"), yaml);
-  write(d.str("docs.jsonl"),
-        "{\"question\": \"Who created the heaven?\", \"options\": [\"God\", \"Moses\"], "
-        "\"answer\": 0}\n\n"
-        "{\"question\": \"What was upon the face of the deep?\", \"options\": [\"light\", "
-        "\"darkness\", \"water\"], \"answer\": \"darkness\"}\n");
-  write(d.str("shots.jsonl"),
-        "{\"question\": \"Who spake unto Moses?\", \"options\": [\"the LORD\", \"Aaron\"], "
-        "\"answer\": 0}\n");
+  testing::write_text(d.str("task.yaml"), yaml);
+  testing::write_text(
+      d.str("docs.jsonl"),
+      "{\"question\": \"Who created the heaven?\", \"options\": [\"God\", \"Moses\"], "
+      "\"answer\": 0}\n\n"
+      "{\"question\": \"What was upon the face of the deep?\", \"options\": [\"light\", "
+      "\"darkness\", \"water\"], \"answer\": \"darkness\"}\n");
+  testing::write_text(
+      d.str("shots.jsonl"),
+      "{\"question\": \"Who spake unto Moses?\", \"options\": [\"the LORD\", \"Aaron\"], "
+      "\"answer\": 0}\n");
 }
 
 TEST(Tasks, HandWrittenHarnessYamlIsRenderedAndScored) {
@@ -404,21 +402,23 @@ TEST(Tasks, HandWrittenHarnessYamlIsRenderedAndScored) {
 // log-likelihoods, acc_norm the argmax of ll / len(context without the few-shot prefix).
 TEST(Tasks, MultiInputScoresTheContinuationAfterEachContext) {
   TempDir d("tasks-multi");
-  write(d.str("docs.jsonl"),
-        "{\"sentence\": \"And God called the _ Day.\", \"option1\": \"light\", "
-        "\"option2\": \"firmament\", \"answer\": \"1\"}\n"
-        "{\"sentence\": \"In the beginning _ created the heaven.\", \"option1\": \"Moses\", "
-        "\"option2\": \"God\", \"answer\": \"2\"}\n"
-        "{\"sentence\": \"And the evening and the _ were the first day.\", \"option1\": "
-        "\"morning\", \"option2\": \"night of the great deep\", \"answer\": \"1\"}\n");
-  write(d.str("wino.yaml"),
-        "task: wino\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
-        "    train: docs.jsonl\ntest_split: test\ntraining_split: train\nnum_fewshot: 1\n"
-        "fewshot_config:\n  sampler: first_n\noutput_type: multiple_choice\n"
-        "doc_to_text: \"{{ {'1': 0, '2': 1}[answer] }}\"\n"
-        "doc_to_choice: \"{{ [sentence.split('_')[0] ~ option1, sentence.split('_')[0] ~ "
-        "option2] }}\"\n"
-        "doc_to_target: \"{{ sentence.split('_')[1].strip() }}\"\n");
+  testing::write_text(
+      d.str("docs.jsonl"),
+      "{\"sentence\": \"And God called the _ Day.\", \"option1\": \"light\", "
+      "\"option2\": \"firmament\", \"answer\": \"1\"}\n"
+      "{\"sentence\": \"In the beginning _ created the heaven.\", \"option1\": \"Moses\", "
+      "\"option2\": \"God\", \"answer\": \"2\"}\n"
+      "{\"sentence\": \"And the evening and the _ were the first day.\", \"option1\": "
+      "\"morning\", \"option2\": \"night of the great deep\", \"answer\": \"1\"}\n");
+  testing::write_text(
+      d.str("wino.yaml"),
+      "task: wino\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
+      "    train: docs.jsonl\ntest_split: test\ntraining_split: train\nnum_fewshot: 1\n"
+      "fewshot_config:\n  sampler: first_n\noutput_type: multiple_choice\n"
+      "doc_to_text: \"{{ {'1': 0, '2': 1}[answer] }}\"\n"
+      "doc_to_choice: \"{{ [sentence.split('_')[0] ~ option1, sentence.split('_')[0] ~ "
+      "option2] }}\"\n"
+      "doc_to_target: \"{{ sentence.split('_')[1].strip() }}\"\n");
   const eval::TaskItems t = eval::load_task(d.str("wino.yaml"), {});
   ASSERT_TRUE(t.multi_input);
   ASSERT_EQ(t.items.size(), 3u);
@@ -515,24 +515,27 @@ TEST(Tasks, UnsupportedKeyIsAnErrorNamingIt) {
 TEST(Tasks, CorruptJsonlLineNamesFileAndLine) {
   TempDir d("tasks-corrupt");
   write_hand_task(d);
-  write(d.str("docs.jsonl"),
-        "{\"question\": \"q\", \"options\": [\"a\", \"b\"], \"answer\": 0}\n\n{\"question\": \n");
+  testing::write_text(
+      d.str("docs.jsonl"),
+      "{\"question\": \"q\", \"options\": [\"a\", \"b\"], \"answer\": 0}\n\n{\"question\": \n");
   std::string e = load_error(d.str("task.yaml"));
   EXPECT_NE(e.find("docs.jsonl:3: not valid JSON"), std::string::npos) << e;
   // The rendered form the C++ reader takes.
-  write(d.str("r.jsonl"),
-        "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
-        "{\"doc_id\": 0, \"context\": \"c\", \"choices\": [\"a\"], \"gold\": 0}\n"
-        "{\"doc_id\": 1, \"context\": \"c\", \"choices\": [\"a\"], \"gold\": 3}\n");
+  testing::write_text(
+      d.str("r.jsonl"),
+      "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
+      "{\"doc_id\": 0, \"context\": \"c\", \"choices\": [\"a\"], \"gold\": 0}\n"
+      "{\"doc_id\": 1, \"context\": \"c\", \"choices\": [\"a\"], \"gold\": 3}\n");
   try {
     eval::read_task_items(d.str("r.jsonl"));
     ADD_FAILURE() << "gold out of range accepted";
   } catch (const Error& x) {
     EXPECT_NE(std::string(x.what()).find("r.jsonl:3: \"gold\" 3"), std::string::npos) << x.what();
   }
-  write(d.str("r.jsonl"),
-        "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
-        "{\"doc_id\": 0, \"context\": \"c\", \"choi");
+  testing::write_text(
+      d.str("r.jsonl"),
+      "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
+      "{\"doc_id\": 0, \"context\": \"c\", \"choi");
   try {
     eval::read_task_items(d.str("r.jsonl"));
     ADD_FAILURE() << "corrupt line accepted";
@@ -568,10 +571,11 @@ TEST(Tasks, BuiltinTasksAreDeterministicAndHeldOut) {
         "{{\"id\":\"zz{}\",\"text\":\"ZZMARK{}, n.  A trainmarker word of the zzmark kind, "
         "trainmarker again.\"}}\n",
         i, i);
-  write(corpus + "/dict_devil/train-00000.jsonl", train);
-  write(corpus + "/code_python/train-00000.jsonl",
-        "{\"id\":\"m.py\",\"text\":\"def trainmarker(x):\\n    y = trainmarker_value(x)\\n    "
-        "return trainmarker(y)\\n\"}\n");
+  testing::write_text(corpus + "/dict_devil/train-00000.jsonl", train);
+  testing::write_text(
+      corpus + "/code_python/train-00000.jsonl",
+      "{\"id\":\"m.py\",\"text\":\"def trainmarker(x):\\n    y = trainmarker_value(x)\\n    "
+      "return trainmarker(y)\\n\"}\n");
   eval::BuildTasksOptions o;
   o.corpus = corpus;
   o.out = d.str("a");
@@ -622,7 +626,8 @@ TEST(Tasks, ItemsAreTaggedByTheAudit) {
   fs::create_directories(d.str("train/dom"));
   const std::string leaked =
       "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
-  write(d.str("train/dom/train-00000.jsonl"), json({{"id", "x"}, {"text", leaked}}).dump() + "\n");
+  testing::write_text(d.str("train/dom/train-00000.jsonl"),
+                      json({{"id", "x"}, {"text", leaked}}).dump() + "\n");
   eval::IndexOptions io;
   io.progress = false;
   io.threads = 1;

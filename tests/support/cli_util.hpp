@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -26,6 +27,12 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// Writes a test's input file as a user's editor would (not atomically), making its folders.
+inline void write_text(const std::filesystem::path& path, std::string_view text) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
 }
 
 struct RunResult {

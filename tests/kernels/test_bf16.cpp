@@ -429,7 +429,7 @@ TEST(Bf16Train, EmulatedTinyEndsWithin2PercentOfFp32) {
   EXPECT_EQ(run_json["dtype"], "bf16-emulated");
   EXPECT_EQ(run_json["options"]["dtype"], "bf16-emulated");
   EXPECT_EQ(run_json["options"]["optimizer"]["ns_dtype"], "fp32");
-  // Newton–Schulz in the compute dtype too (--ns-dtype compute, the hero's bf16 NS): another
+  // Newton–Schulz in the compute dtype too (--ns-dtype compute, the 535B run's bf16 NS): another
   // run, also within 2 % of fp32.
   r = run(base + " --dtype bf16-emulated --ns-dtype compute --out " + tmp.str("emu-ns"));
   ASSERT_EQ(r.code, 0) << r.out;

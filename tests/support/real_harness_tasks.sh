@@ -1,14 +1,14 @@
 #!/bin/bash
 # The 14 real harness tasks of issue 40, run unmodified from a copy of the harness's task tree
-# over synthetic local data (tests/harness_task_data.py), each checked to report every metric of
+# over synthetic local data (tests/support/harness_task_data.py), each checked to report every metric of
 # its metric_list under every filter of its filter_list; mmlu as a group over all its subjects
 # and over one subject per category. Prints the table of docs/evaluation.md.
 #
-#   tests/real_harness_tasks.sh HARNESS_TASKS_DIR [BUILD_DIR] [WORK_DIR]
+#   tests/support/real_harness_tasks.sh HARNESS_TASKS_DIR [BUILD_DIR] [WORK_DIR]
 # HARNESS_TASKS_DIR: lm_eval/tasks of an lm-evaluation-harness checkout (never committed here).
 set -euo pipefail
 tasks_dir=$(realpath "$1")
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath "${2:-$src/build}")
 work=${3:-$(mktemp -d /tmp/real_harness_tasks.XXXXXX)}
 mkdir -p "$work"
@@ -21,7 +21,7 @@ marin="$build/bin/marin"
   --out "$work/tok.json" >/dev/null
 subjects=$(ls "$tasks_dir/mmlu/default" | sed -n 's/^mmlu_\(.*\)\.yaml$/\1/p')
 rm -rf "$work/data"
-/usr/bin/python3 "$src/tests/harness_task_data.py" "$work/data" $subjects
+/usr/bin/python3 "$src/tests/support/harness_task_data.py" "$work/data" $subjects
 
 # mmlu over the subjects present: the group files and one subject of each category.
 few="$work/mmlu-few"

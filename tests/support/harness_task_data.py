@@ -5,9 +5,9 @@ truthfulqa_mc1, triviaqa, gsm8k): a few documents per split with exactly the fie
 the tasks' YAML and utils.py read, laid out as the Hub lays them out for --dataset-root
 (DIR/<dataset_path>/<dataset_name or data>/<split>-00000-of-00001.jsonl).
 
-    /usr/bin/python3 tests/harness_task_data.py DIR [MMLU_SUBJECT ...]
+    /usr/bin/python3 tests/support/harness_task_data.py DIR [MMLU_SUBJECT ...]
 
-Used by tests/real_harness_tasks.sh (docs/evaluation.md, "The 14 real harness tasks")."""
+Used by tests/support/real_harness_tasks.sh (docs/evaluation.md, "The 14 real harness tasks")."""
 import json, os, sys
 
 root = sys.argv[1]

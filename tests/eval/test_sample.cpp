@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Random init with every special tensor moved off its init (gains ≠ 1, head gate ≠ 0,
-// SConv ≠ identity, as tests/test_gradcheck.cpp does) and a non-zero router bias.
+// SConv ≠ identity, as tests/model/test_gradcheck.cpp does) and a non-zero router bias.
 template <class T>
 void perturb(Model<T>& m, uint64_t seed) {
   m.init(seed);
