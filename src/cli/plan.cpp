@@ -1,6 +1,7 @@
 // marin plan: the accounting of recipe.md §6 and the hyperparameters of §5 for a configuration,
 // without allocating anything; with --cluster, the cluster planner (docs/cluster_planner.md).
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "model/model.hpp"
 #include "optim/hparams.hpp"
 #include "plan/cluster_plan.hpp"
+#include "plan/model_size.hpp"
 
 namespace marin::cli {
 namespace {
@@ -23,6 +25,8 @@ struct PlanOptions {
   bool json = false;
   std::string cluster;  // a hardware file: turns on the cluster planner
   ClusterOptions layout;
+  std::string target_params;  // --target-params: size the model by the shape rule
+  std::string active;         // --active K/E
 };
 
 // Counts in thousands (K, M, B, T); byte sizes in powers of 1024 (KiB … PiB).
@@ -51,6 +55,14 @@ std::string grouped(double v) {
   return out;
 }
 
+// Seconds as the largest unit that keeps the number ≥ 1: "42.0 s", "3.20 h", "51.3 days".
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.1f} s", s);
+  if (s < 3600) return fmt::format("{:.1f} min", s / 60);
+  if (s < 86400) return fmt::format("{:.2f} h", s / 3600);
+  return fmt::format("{:.1f} days", s / 86400);
+}
+
 void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
   const ClusterHardware& h = p.hw;
   const ClusterMesh& m = p.mesh;
@@ -69,6 +81,7 @@ void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
       "  EP group     {} GPUs: {} peers on NVLink, {} over the network; shard group {} on {}\n",
       m.expert, m.ep_peers_nvlink, m.ep_peers_network, m.shard_group,
       m.shard_group_on_nvlink ? "NVLink" : "the network");
+  fmt::print("batch          {} sequences ({})\n", p.batch, p.batch_origin);
   fmt::print("per GPU        {} of {} experts; {} sequence{} × {} = {} tokens per step\n",
              m.experts_per_gpu, c.num_experts, m.sequences_per_gpu,
              m.sequences_per_gpu == 1 ? "" : "s", c.seq_len, grouped(double(m.tokens_per_gpu)));
@@ -82,6 +95,9 @@ void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
   fmt::print("               device {} of {} HBM ({})  optimizer state {} on pinned host\n",
              bytes(mem.device()), bytes(h.hbm_bytes),
              mem.device() <= h.hbm_bytes ? "fits" : "DOES NOT FIT", bytes(mem.optimizer_state));
+  fmt::print("memory/cluster device {} over {} GPUs  optimizer state {} on the hosts\n",
+             bytes(mem.device() * double(m.gpus)), m.gpus,
+             bytes(mem.optimizer_state * double(m.gpus)));
   const PooledCapacity& q = p.pooled;
   fmt::print(
       "pooled waves   A = {} × {} = {} assignments, S = {} shards, E_loc = {}, W = {}, cf {}\n",
@@ -119,16 +135,53 @@ void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
   fmt::print(
       "               serial = compute + communication (the 535B run ran collectives without "
       "overlap); overlap = max of the two\n");
+  fmt::print("run            {} steps on {} GPUs, serial / overlapped:\n", grouped(double(p.steps)),
+             m.gpus);
+  for (const TransportEstimate& t : p.transports)
+    fmt::print("  {:<9} {:>11} / {:<11} {:>14} / {} GPU-hours\n", t.name, duration(t.run_serial_s),
+               duration(t.run_overlap_s), grouped(t.gpu_hours_serial),
+               grouped(t.gpu_hours_overlap));
+}
+
+// --target-params / --active: the model the plan is for.
+ModelConfig planned_model(const PlanOptions& o, std::optional<SizedModel>& sized) {
+  if (o.target_params.empty()) {
+    ModelConfig c = o.model.resolve();
+    if (!o.active.empty()) {
+      const ActiveExperts a = parse_active_experts(o.active, "--active");
+      c.top_k = a.top_k;
+      c.num_experts = a.num_experts;
+      c.validate();
+    }
+    return c;
+  }
+  if (!o.model.preset.empty() || !o.model.config.empty())
+    fail(
+        "--target-params chooses the model by the shape rule: give it without --preset or "
+        "--config (--set still applies)");
+  ActiveExperts a{8, 384};  // the shape rule's own
+  if (!o.active.empty()) a = parse_active_experts(o.active, "--active");
+  sized = size_to_target(parse_param_count(o.target_params, "--target-params"), a, o.model.sets);
+  return sized->config;
 }
 
 int run_plan(const PlanOptions& o) {
-  ModelConfig c = o.model.resolve();
+  std::optional<SizedModel> sized;
+  ModelConfig c = planned_model(o, sized);
   if (o.seq_len != 0) {  // given: validated with the config's range
     c.seq_len = o.seq_len;
     c.validate();
   }
   const PresetRun pr = preset_run(o.model.preset);
-  const int64_t batch = o.batch > 0 ? o.batch : pr.batch;
+  // On a cluster the batch must split over its GPUs: the planner chooses it when none is given.
+  std::optional<ClusterPlan> cluster;
+  if (!o.cluster.empty()) {
+    ClusterOptions layout = o.layout;
+    layout.batch = o.batch;
+    layout.preset_batch = pr.batch;
+    cluster = plan_cluster(c, ClusterHardware::load(o.cluster), layout);
+  }
+  const int64_t batch = cluster ? cluster->batch : o.batch > 0 ? o.batch : pr.batch;
   if (o.steps > 0 && o.tokens_per_param > 0) fail("give either --steps or --tokens-per-param");
   const double tpp = o.tokens_per_param > 0 ? o.tokens_per_param : pr.tokens_per_param;
   const int64_t steps = o.steps > 0 ? o.steps : steps_for_budget(c, batch, tpp);
@@ -182,18 +235,24 @@ int run_plan(const PlanOptions& o) {
         {"bf16_weight_copy", bf16_copy}}},
       {"config", c.to_json()},
   };
-  std::optional<ClusterPlan> cluster;
-  if (!o.cluster.empty()) {
-    ClusterOptions layout = o.layout;
-    layout.batch = batch;
-    cluster = plan_cluster(c, ClusterHardware::load(o.cluster), layout);
+  if (sized)
+    j["sized"] = {{"target_params", parse_param_count(o.target_params, "--target-params")},
+                  {"relative_error", sized->relative_error},
+                  {"sets", sized->sets}};
+  if (cluster) {
+    cluster->set_steps(steps);
     j["cluster"] = cluster->to_json();
   }
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("model          {}\n", o.model.preset.empty() ? o.model.config : o.model.preset);
+  if (sized) {
+    fmt::print("model          sized to {} total parameters ({:+.1f} %): --preset d512 --set {}\n",
+               o.target_params, 100 * sized->relative_error, fmt::join(sized->sets, " --set "));
+  } else {
+    fmt::print("model          {}\n", o.model.preset.empty() ? o.model.config : o.model.preset);
+  }
   fmt::print("active params  {:>20}  ({})\n", a.active_params, human(double(a.active_params)));
   fmt::print("total params   {:>20}  ({})  headline: L·core(E) + 2·V·d\n", a.headline_params,
              human(double(a.headline_params)));
@@ -204,9 +263,13 @@ int run_plan(const PlanOptions& o) {
   fmt::print("train FLOPs    {:>20.4e}\n", train_flops);
   fmt::print("muonh_lr {:.3e}  adam_lr {:.3e}  beta1 {:.2f}  beta2 {:.4f}  eps {:.3e}\n",
              h.muonh_lr, h.adam_lr, h.beta1, h.beta2, h.eps);
-  fmt::print("memory (fp32)  weights {}  grads {}  optimizer {}  activations {}  total {}\n",
-             bytes(double(weights)), bytes(double(grads)), bytes(double(opt_state)),
-             bytes(double(acts)), bytes(double(total)));
+  // What one process training the whole model at this batch allocates (`marin train`); a
+  // cluster's per-GPU and whole-cluster figures follow under "memory/GPU" and "memory/cluster".
+  fmt::print(
+      "memory (fp32)  one process, whole model: weights {}  grads {}  optimizer {}  "
+      "activations {}  total {}\n",
+      bytes(double(weights)), bytes(double(grads)), bytes(double(opt_state)), bytes(double(acts)),
+      bytes(double(total)));
   fmt::print("memory (bf16)  + weight copy {} = {}\n", bytes(double(bf16_copy)),
              bytes(double(total + bf16_copy)));
   if (cluster) print_cluster(*cluster, c);
@@ -220,7 +283,9 @@ MARIN_COMMAND(plan, "plan",
               [](CLI::App& app) -> Runner {
                 auto o = std::make_shared<PlanOptions>();
                 o->model.add(app);
-                app.add_option("--batch", o->batch, "sequences per step (default: the preset's)")
+                app.add_option("--batch", o->batch,
+                               "sequences per step (default: the preset's; on a cluster, the "
+                               "preset's if it splits over the GPUs, else the hardware file's)")
                     ->check(in_range<int64_t>(1, kMaxBatch));
                 app.add_option("--seq-len", o->seq_len, "override seq_len");
                 app.add_option("--steps", o->steps, "training steps")->check(steps_range());
@@ -228,6 +293,12 @@ MARIN_COMMAND(plan, "plan",
                                "budget in tokens per active parameter (default 791)")
                     ->check(in_range<double>(0, 1e9, /*open_lo=*/true));
                 app.add_flag("--json", o->json, "one JSON object instead of the table");
+                app.add_option("--target-params", o->target_params,
+                               "size the model to this many total parameters (e.g. 1B, 350M): "
+                               "the nearest configuration of the shape rule");
+                app.add_option("--active", o->active,
+                               "routed experts active of all, K/E (e.g. 8/64; with "
+                               "--target-params the default is the shape rule's 8/384)");
                 ClusterOptions& l = o->layout;
                 app.add_option("--cluster", o->cluster,
                                "hardware file (configs/cluster/*.toml): plan the mesh, memory, "

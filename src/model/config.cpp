@@ -16,7 +16,7 @@ namespace marin {
 namespace {
 
 // One table drives set(), to_json(), from_json(), validate() and field_names(), so a field and
-// its range are declared once. Ranges are generous (the hero is far inside each) and keep every
+// its range are declared once. Ranges are generous (the 535B run is far inside each) and keep every
 // product the model forms well inside 64 bits or caught by checked arithmetic (core/limits.hpp);
 // real ranges also exclude NaN and ±inf.
 struct Field {
@@ -320,7 +320,7 @@ ModelConfig ModelConfig::preset(const std::string& name) {
   if (name == "d2048") return shape_rule(2048, 22);
   if (name == "hero-535b") {
     c = shape_rule(6144, 48);
-    // The hero keeps 12 stored KV heads (GQA 4:1 local) and 6 global (8:1): the shape rule.
+    // The 535B run keeps 12 stored KV heads (GQA 4:1 local) and 6 global (8:1): the shape rule.
     return c;
   }
   fail("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
@@ -346,13 +346,17 @@ ModelConfig resolve_config(const std::string& preset, const std::string& config_
   } else {
     c = ModelConfig::preset(preset.empty() ? "tiny" : preset);
   }
+  apply_overrides(c, overrides);
+  c.validate();
+  return c;
+}
+
+void apply_overrides(ModelConfig& c, const std::vector<std::string>& overrides) {
   for (auto& kv : overrides) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) fail("--set expects key=value, got '{}'", kv);
     c.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
-  c.validate();
-  return c;
 }
 
 }  // namespace marin

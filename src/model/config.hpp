@@ -66,7 +66,7 @@ struct ModelConfig {
   static std::vector<std::string> field_names();
 };
 
-// Run-level sizes that go with a preset (the hero's batch; tokens-per-active-param budget).
+// Run-level sizes that go with a preset (the 535B run's batch; tokens-per-active-param budget).
 struct PresetRun {
   int64_t batch = 8;
   double tokens_per_param = 791.0;
@@ -77,5 +77,7 @@ PresetRun preset_run(const std::string& name);
 // fills the ones left out), then applies each "key=value" override, then validates.
 ModelConfig resolve_config(const std::string& preset, const std::string& config_path,
                            const std::vector<std::string>& overrides);
+// Each "key=value" (--set) in order, through ModelConfig::set; no validation.
+void apply_overrides(ModelConfig& c, const std::vector<std::string>& overrides);
 
 }  // namespace marin

@@ -28,6 +28,7 @@ const std::map<std::string, std::string>& schema() {
       {"nvlink.gb_per_s", "NVLink bandwidth per GPU, each direction, GB/s"},
       {"nvlink.domain_gpus", "GPUs in one NVLink domain"},
       {"network.gb_per_s", "inter-node bandwidth per GPU, each direction, GB/s"},
+      {"defaults.sequences_per_gpu", "optional: sequences per GPU of the default batch"},
   };
   return s;
 }
@@ -97,6 +98,8 @@ ClusterHardware ClusterHardware::from_toml_text(const std::string& text,
   h.hbm_bytes_per_s = r.positive("gpu.hbm_tb_per_s") * 1e12;
   h.nvlink_bytes_per_s = r.positive("nvlink.gb_per_s") * 1e9;
   h.network_bytes_per_s = r.positive("network.gb_per_s") * 1e9;
+  if (t.has("defaults.sequences_per_gpu"))
+    h.default_sequences_per_gpu = r.count("defaults.sequences_per_gpu");
   return h;
 }
 
@@ -114,7 +117,8 @@ nlohmann::json ClusterHardware::to_json() const {
           {"hbm_bytes", hbm_bytes},
           {"hbm_bytes_per_s", hbm_bytes_per_s},
           {"nvlink_bytes_per_s", nvlink_bytes_per_s},
-          {"network_bytes_per_s", network_bytes_per_s}};
+          {"network_bytes_per_s", network_bytes_per_s},
+          {"default_sequences_per_gpu", default_sequences_per_gpu}};
 }
 
 }  // namespace marin

@@ -21,6 +21,9 @@ struct ClusterHardware {
   double hbm_bytes_per_s = 0;      // per GPU
   double nvlink_bytes_per_s = 0;   // per GPU, each direction
   double network_bytes_per_s = 0;  // per GPU, each direction (InfiniBand / Ethernet NICs)
+  // The planner's batch when none is given: this many sequences per GPU of the mesh (optional
+  // field `defaults.sequences_per_gpu`, 1 when absent), so a plan runs without --batch.
+  int64_t default_sequences_per_gpu = 1;
 
   // marin::Error naming the file and the field for a missing, unknown or out-of-range field.
   static ClusterHardware load(const std::string& path);

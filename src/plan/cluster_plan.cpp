@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "model/accounting.hpp"
 #include "model/model.hpp"
 #include "model/params.hpp"
@@ -16,7 +17,7 @@ namespace {
 
 constexpr double kFp32 = 4, kBf16 = 2;
 
-// The hero used 64 of an NVL72 rack's 72 GPUs: the most that divide E = 384, so one rack's
+// The 535B run used 64 of an NVL72 rack's 72 GPUs: the most that divide E = 384, so one rack's
 // expert group holds whole experts.
 int64_t default_gpus_per_rack(const ModelConfig& c, const ClusterHardware& hw) {
   for (int64_t g = hw.gpus_per_unit; g > 1; --g)
@@ -50,17 +51,36 @@ ClusterMesh make_mesh(const ModelConfig& c, const ClusterHardware& hw, const Clu
   m.data = m.shard_group / P;
   m.replica = m.gpus / m.shard_group;
   m.experts_per_gpu = c.num_experts / P;
-  if (o.batch <= 0 || o.batch % m.gpus != 0)
-    fail("--batch {} must be a positive multiple of the {} GPUs (whole sequences per GPU)", o.batch,
-         m.gpus);
-  m.sequences_per_gpu = o.batch / m.gpus;
-  m.tokens_per_gpu = m.sequences_per_gpu * c.seq_len;
   // Consecutive GPUs fill NVLink domains; a group's members in the GPU's own domain use NVLink.
   const int64_t in_domain = std::min({P, g, hw.nvlink_domain});
   m.ep_peers_nvlink = in_domain - 1;
   m.ep_peers_network = P - in_domain;
   m.shard_group_on_nvlink = m.shard_group <= std::min(g, hw.nvlink_domain);
   return m;
+}
+
+// The batch: --batch (a multiple of the GPUs, or an error), else the preset's own where it splits
+// over the GPUs, else the hardware file's sequences per GPU times the GPUs.
+void choose_batch(const ModelConfig& c, const ClusterOptions& o, ClusterPlan& p) {
+  ClusterMesh& m = p.mesh;
+  if (o.batch != 0) {
+    if (o.batch < 0 || o.batch % m.gpus != 0)
+      fail("--batch {} must be a positive multiple of the {} GPUs (whole sequences per GPU)",
+           o.batch, m.gpus);
+    p.batch = o.batch;
+    p.batch_origin = "--batch";
+  } else if (o.preset_batch > 0 && o.preset_batch % m.gpus == 0) {
+    p.batch = o.preset_batch;
+    p.batch_origin = "the preset's";
+  } else {
+    p.batch = checked("the default batch", p.hw.origin,
+                      [&] { return Checked(p.hw.default_sequences_per_gpu) * m.gpus; });
+    p.batch_origin =
+        fmt::format("{} sequence{} per GPU, {}'s default", p.hw.default_sequences_per_gpu,
+                    p.hw.default_sequences_per_gpu == 1 ? "" : "s", p.hw.origin);
+  }
+  m.sequences_per_gpu = p.batch / m.gpus;
+  m.tokens_per_gpu = m.sequences_per_gpu * c.seq_len;
 }
 
 GpuMemory make_memory(const ModelConfig& c, const ParamSplit& s, const ClusterMesh& m) {
@@ -89,7 +109,7 @@ GpuMemory make_memory(const ModelConfig& c, const ParamSplit& s, const ClusterMe
 
 ParamSplit split_params(const ModelConfig& c) {
   ParamSplit s;
-  const ParamTable table(c);  // names and shapes only: cheap even for the hero
+  const ParamTable table(c);  // names and shapes only: cheap even for the 535B run
   // seam: planner arithmetic over the parameter table (counts and FLOPs, no tensors)
   for (const ParamInfo& p : table.params()) {
     if (p.group == OptGroup::State) {
@@ -120,6 +140,7 @@ ClusterPlan plan_cluster(const ModelConfig& c, const ClusterHardware& hw, const 
   ClusterPlan p;
   p.hw = hw;
   p.mesh = make_mesh(c, hw, o);
+  choose_batch(c, o, p);
   const ClusterMesh& m = p.mesh;
   const ParamSplit s = split_params(c);
   p.memory = make_memory(c, s, m);
@@ -135,7 +156,7 @@ ClusterPlan plan_cluster(const ModelConfig& c, const ClusterHardware& hw, const 
   p.row_bytes = int64_t(kBf16) * c.latent_dim;
 
   const double peak = hw.bf16_flops, gpus = double(m.gpus);
-  p.model_flops_per_step = training_flops(c, o.batch, 1);
+  p.model_flops_per_step = training_flops(c, p.batch, 1);
   p.model_flops_per_gpu = p.model_flops_per_step / gpus;
   const double F = double(forward_flops_per_token(c)), T = double(m.tokens_per_gpu);
   p.hbm_s = kActivationHbmPasses * double(L) * p.memory.layer_working_set / hw.hbm_bytes_per_s;
@@ -196,6 +217,17 @@ ClusterPlan plan_cluster(const ModelConfig& c, const ClusterHardware& hw, const 
   return p;
 }
 
+void ClusterPlan::set_steps(int64_t run_steps) {
+  steps = run_steps;
+  const double n = double(steps), gpus = double(mesh.gpus);
+  for (TransportEstimate& t : transports) {
+    t.run_serial_s = n * t.step_serial_s;
+    t.run_overlap_s = n * t.step_overlap_s;
+    t.gpu_hours_serial = gpus * t.run_serial_s / 3600;
+    t.gpu_hours_overlap = gpus * t.run_overlap_s / 3600;
+  }
+}
+
 nlohmann::json ClusterPlan::to_json() const {
   nlohmann::json transports = nlohmann::json::object();
   for (const TransportEstimate& t : this->transports)
@@ -212,10 +244,17 @@ nlohmann::json ClusterPlan::to_json() const {
                           {"step_seconds_serial", t.step_serial_s},
                           {"step_seconds_overlap", t.step_overlap_s},
                           {"mfu_serial", t.mfu_serial},
-                          {"mfu_overlap", t.mfu_overlap}};
+                          {"mfu_overlap", t.mfu_overlap},
+                          {"run_seconds_serial", t.run_serial_s},
+                          {"run_seconds_overlap", t.run_overlap_s},
+                          {"gpu_hours_serial", t.gpu_hours_serial},
+                          {"gpu_hours_overlap", t.gpu_hours_overlap}};
   const GpuMemory& mm = memory;
   return {
       {"hardware", hw.to_json()},
+      {"batch", batch},
+      {"batch_origin", batch_origin},
+      {"steps", steps},
       {"mesh",
        {{"racks", mesh.racks},
         {"gpus_per_rack", mesh.gpus_per_rack},
@@ -241,6 +280,9 @@ nlohmann::json ClusterPlan::to_json() const {
         {"hbm", hw.hbm_bytes},
         {"fits", mm.device() <= hw.hbm_bytes},
         {"optimizer_state_host", mm.optimizer_state}}},
+      {"memory_bytes_cluster",
+       {{"device_total", mm.device() * double(mesh.gpus)},
+        {"optimizer_state_host", mm.optimizer_state * double(mesh.gpus)}}},
       {"pooled",
        {{"waves", waves},
         {"capacity_factor", capacity_factor},

@@ -31,7 +31,8 @@ struct ClusterOptions {
   int64_t gpus_per_rack = 0;        // 0: the most GPUs of a unit that divide num_experts
   int64_t ep = 0;                   // expert-parallel width; 0: the GPUs of one NVLink domain used
   int64_t waves = 3;                // pooled-wave transport
-  int64_t batch = 0;                // sequences per step (required)
+  int64_t batch = 0;                // sequences per step; 0: chosen (ClusterPlan::batch_origin)
+  int64_t preset_batch = 0;         // the preset's own batch, used when batch is 0 and it splits
   double capacity_factor = 0;       // 0: the model config's
   double compute_efficiency = 0.7;  // achieved fraction of the bf16 peak on the model's GEMMs
   double comm_efficiency = 0.8;     // achieved fraction of link bandwidth in collectives
@@ -59,12 +60,12 @@ struct ClusterMesh {
 };
 
 struct GpuMemory {                               // bytes per GPU
-  double expert_weights = 0, other_weights = 0;  // fp32 (the hero's on-device master)
+  double expert_weights = 0, other_weights = 0;  // fp32 (the 535B run's on-device master)
   double gradients = 0;                          // fp32, sharded like the weights
   double layer_inputs = 0;                       // bf16, the only activations full remat keeps
   double layer_working_set = 0;  // bf16, one layer's saved tensors while it is recomputed
   double weight_gather = 0;      // bf16, the largest tensor group an FSDP all-gather assembles
-  double optimizer_state = 0;    // fp32 moments, on pinned host memory as in the hero
+  double optimizer_state = 0;    // fp32 moments, on pinned host memory as in the 535B run
   double device() const {
     return expert_weights + other_weights + gradients + layer_inputs + layer_working_set +
            weight_gather;
@@ -80,10 +81,15 @@ struct TransportEstimate {
   double executed_flops = 0;  // per GPU per step, padding included
   double a2a_s = 0, compute_s = 0, comm_s = 0;
   double step_serial_s = 0, step_overlap_s = 0, mfu_serial = 0, mfu_overlap = 0;
+  // The whole run (ClusterPlan::set_steps): wall-clock seconds and GPU-hours, serial / overlapped.
+  double run_serial_s = 0, run_overlap_s = 0, gpu_hours_serial = 0, gpu_hours_overlap = 0;
 };
 
 struct ClusterPlan {
   ClusterHardware hw;
+  int64_t batch = 0;         // sequences per step
+  std::string batch_origin;  // "--batch", "the preset's" or the hardware file's default
+  int64_t steps = 0;         // the run's steps, once set_steps is called (0: not known)
   ClusterMesh mesh;
   GpuMemory memory;
   int64_t waves = 0;
@@ -98,6 +104,8 @@ struct ClusterPlan {
   double fsdp_bytes = 0, fsdp_s = 0;      // weight all-gathers + gradient reduce-scatter in a group
   double dp_bytes = 0, dp_s = 0;          // gradient all-reduce over the replicas
   std::vector<TransportEstimate> transports;
+  // Each transport's whole-run time and GPU-hours for `steps` steps.
+  void set_steps(int64_t steps);
   nlohmann::json to_json() const;
 };
 

@@ -297,3 +297,80 @@ TEST(ClusterCli, OptionsAndErrors) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find(bad + ":5: unknown field 'gpu.bf16_tflops'"), std::string::npos) << r.out;
 }
+
+// issue 42, plan: the run's total time and GPU-hours, memory labelled per GPU and per cluster, and
+// a batch chosen on a cluster when none is given.
+TEST(ClusterCli, RunTotalsAndClusterMemoryFollowFromTheStepAndTheMesh) {
+  auto r =
+      run("plan --preset hero-535b --cluster " + kClusters + "gb200-nvl72.toml --racks 11 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& c = j["cluster"];
+  EXPECT_EQ(c["steps"].get<int64_t>(), 390'251);  // recipe §6: the 535B run's steps
+  EXPECT_EQ(c["steps"], j["steps"]);
+  EXPECT_EQ(c["batch"].get<int64_t>(), 11'264);
+  EXPECT_EQ(c["batch_origin"].get<std::string>(), "the preset's");
+  for (const char* name : {"dropless", "capacity", "pooled"}) {
+    const nlohmann::json& t = c["transports"][name];
+    const double steps = 390'251;
+    EXPECT_DOUBLE_EQ(t["run_seconds_serial"].get<double>(),
+                     steps * t["step_seconds_serial"].get<double>());
+    EXPECT_DOUBLE_EQ(t["run_seconds_overlap"].get<double>(),
+                     steps * t["step_seconds_overlap"].get<double>());
+    EXPECT_DOUBLE_EQ(t["gpu_hours_serial"].get<double>(),
+                     704 * t["run_seconds_serial"].get<double>() / 3600);
+    EXPECT_DOUBLE_EQ(t["gpu_hours_overlap"].get<double>(),
+                     704 * t["run_seconds_overlap"].get<double>() / 3600);
+    EXPECT_LE(t["run_seconds_overlap"].get<double>(), t["run_seconds_serial"].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(c["memory_bytes_cluster"]["device_total"].get<double>(),
+                   704 * c["memory_bytes_per_gpu"]["device_total"].get<double>());
+  EXPECT_DOUBLE_EQ(c["memory_bytes_cluster"]["optimizer_state_host"].get<double>(),
+                   704 * c["memory_bytes_per_gpu"]["optimizer_state_host"].get<double>());
+
+  r = run("plan --preset hero-535b --cluster " + kClusters + "gb200-nvl72.toml --racks 11");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s :
+       {"memory (fp32)  one process, whole model:", "memory/GPU", "memory/cluster",
+        "run            390,251 steps on 704 GPUs, serial / overlapped:", "GPU-hours", "days"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(ClusterCli, WithoutBatchEveryShippedFilePlansEveryPreset) {
+  // cpu-small's batch (8) does not split over the GB200's 32 GPUs that divide its 32 experts: the
+  // file's 16 sequences per GPU do. Before, every cluster file refused the default batch.
+  for (const char* file : {"gb200-nvl72.toml", "h100-8gpu.toml", "h200-8gpu.toml"})
+    for (const std::string& preset : ModelConfig::preset_names()) {
+      const auto r = run("plan --preset " + preset + " --cluster " + kClusters + file + " --json");
+      ASSERT_EQ(r.code, 0) << preset << " on " << file << ": " << r.out;
+      const nlohmann::json c = nlohmann::json::parse(r.out)["cluster"];
+      EXPECT_EQ(c["batch"].get<int64_t>() % c["mesh"]["gpus"].get<int64_t>(), 0);
+    }
+  const auto r = run("plan --preset cpu-small --cluster " + kClusters + "gb200-nvl72.toml --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cluster"]["mesh"]["gpus"].get<int64_t>(), 32);
+  EXPECT_EQ(j["cluster"]["batch"].get<int64_t>(), 16 * 32);
+  EXPECT_EQ(j["batch"].get<int64_t>(), 16 * 32);  // and the plan's steps and rates use it
+  EXPECT_NE(j["cluster"]["batch_origin"].get<std::string>().find("16 sequences per GPU"),
+            std::string::npos);
+  // A given --batch is still checked against the GPUs.
+  const auto bad =
+      run("plan --preset cpu-small --cluster " + kClusters + "gb200-nvl72.toml --batch 8");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--batch 8 must be a positive multiple of the 32 GPUs"), std::string::npos)
+      << bad.out;
+}
+
+TEST(ClusterHardwareFile, DefaultSequencesPerGpuIsAPositiveCount) {
+  const ClusterHardware h = ClusterHardware::from_toml_text(kGood, "good.toml");
+  EXPECT_EQ(h.default_sequences_per_gpu, 1);  // optional: one sequence per GPU when absent
+  const ClusterHardware d =
+      ClusterHardware::from_toml_text(kGood + "\n[defaults]\nsequences_per_gpu = 4\n", "d.toml");
+  EXPECT_EQ(d.default_sequences_per_gpu, 4);
+  const std::string e = error_of([&] {
+    ClusterHardware::from_toml_text(kGood + "\n[defaults]\nsequences_per_gpu = 0\n", "z.toml");
+  });
+  EXPECT_NE(e.find("defaults.sequences_per_gpu"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be a positive integer"), std::string::npos) << e;
+}
