@@ -222,6 +222,88 @@ nlohmann::json bench_decode(BenchOptions o, const ModelConfig& c) {
           {"model_gflops", double(forward_flops_per_token(c)) * tokens_per_second / 1e9}};
 }
 
+// The machine line every report starts with.
+void print_machine(const nlohmann::json& j, int ranks, int threads, double job_peak,
+                   double job_bf16_peak) {
+  fmt::print(
+      "{} (kernels: {}, gemm: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA "
+      "peak {:.1f} GFLOP/s",
+      j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
+      j["dtype"].get<std::string>(), ranks, threads, job_peak);
+  if (job_bf16_peak > 0)
+    fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
+  else
+    fmt::print(" (no avx512_bf16)\n");
+}
+
+void print_decode_report(const BenchOptions& o, const nlohmann::json& j) {
+  fmt::print(
+      "{} decoding, {} sequence(s) together: prompts of {} tokens at {:.0f} tokens/s, then {} "
+      "tokens each at {:.1f} tokens/s ({:.2f} ms a step, {:.1f} GFLOP/s of model FLOPs); "
+      "decoding state {:.1f} MB\n",
+      o.model.preset, j["gen_batch"].get<int64_t>(), j["prompt_tokens"].get<int64_t>(),
+      j["prefill_tokens_per_second"].get<double>(), j["max_tokens"].get<int64_t>(),
+      j["decode_tokens_per_second"].get<double>(), j["decode_ms_per_step"].get<double>(),
+      j["model_gflops"].get<double>(), double(j["decode_state_bytes"].get<int64_t>()) / 1e6);
+}
+
+// The forward and backward pass alone (no optimizer, one process): its medians into `j`;
+// returns the median time of both.
+double bench_forward_backward(const BenchOptions& o, const ModelConfig& c, int64_t n,
+                              nlohmann::json& j) {
+  Model<float> m(c, o.batch);
+  m.init(1);
+  std::vector<int32_t> tok, lab, seg;
+  random_batch(c, n, tok, lab, seg);
+  const Batch b{o.batch, tok.data(), lab.data(), seg.data()};
+  std::vector<double> fwd, total, cpu;
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    const Timer t;
+    const double c0 = process_cpu_seconds();
+    m.forward(b);
+    const double tf = t.seconds();
+    m.backward();
+    if (i >= o.warmup)
+      fwd.push_back(tf), total.push_back(t.seconds()), cpu.push_back(process_cpu_seconds() - c0);
+  }
+  const double t_med = median(total);
+  j["cpu_seconds_median"] = median(cpu);
+  j["fwd_bwd_seconds_median"] = t_med;
+  j["fwd_seconds_median"] = median(fwd);
+  return t_med;
+}
+
+// The report of a training or forward+backward benchmark, after the machine line. `peak` is
+// the ceiling the step is judged against (bf16's or fp32's).
+void print_step_report(const BenchOptions& o, const ModelConfig& c, const nlohmann::json& j,
+                       int64_t n, double t_med, double gflops, double peak, bool bf16) {
+  if (o.train) {
+    fmt::print(
+        "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
+        "communication {:.1f} ms ({:.1f}%, {:.1f} MB per rank) and Newton–Schulz {:.1f}% "
+        "(its products in {})\n",
+        o.model.preset, o.batch, c.seq_len, j["micro_batch"].get<int>(), t_med * 1e3,
+        j["comm_seconds_median"].get<double>() * 1e3, 100 * j["comm_fraction"].get<double>(),
+        double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
+        100 * j["newton_schulz_fraction_of_step"].get<double>(),
+        o.ns_dtype == "compute" ? kernels::dtype_name(kernels::compute_dtype()) : "fp32");
+    if (j["ep"].get<int>() > 1)
+      fmt::print(
+          "expert parallelism {}: all-to-all median {:.1f} ms per step, {:.1f} MB sent per rank\n",
+          j["ep"].get<int>(), j["all_to_all_seconds_median"].get<double>() * 1e3,
+          double(j["all_to_all_bytes_per_rank"].get<int64_t>()) / 1e6);
+  } else {
+    fmt::print("{} batch {}×{}: forward+backward median {:.1f} ms (forward {:.1f} ms)\n",
+               o.model.preset, o.batch, c.seq_len, t_med * 1e3,
+               j["fwd_seconds_median"].get<double>() * 1e3);
+  }
+  fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the measured {} peak\n",
+             double(n) / t_med, gflops, 100 * gflops / peak, bf16 ? "bf16" : "fp32");
+  fmt::print("  process CPU time per step {:.1f} ms ({:.2f} CPU-seconds per wall second)\n",
+             j["cpu_seconds_median"].get<double>() * 1e3,
+             j["cpu_seconds_median"].get<double>() / t_med);
+}
+
 int bench_model(BenchOptions o) {
   if (o.model.preset.empty() && o.model.config.empty()) o.model.preset = "cpu-small";
   if (o.train && o.decode) fail("marin bench: give --train or --decode, not both");
@@ -255,18 +337,6 @@ int bench_model(BenchOptions o) {
                       {"iters", o.iters},
                       {"peak_gflops", job_peak},
                       {"bf16_peak_gflops", job_bf16_peak}};
-  // The machine line every report starts with.
-  auto print_machine = [&] {
-    fmt::print(
-        "{} (kernels: {}, gemm: {}, dtype: {}), {} rank(s) × {} thread(s): measured fp32 FMA "
-        "peak {:.1f} GFLOP/s",
-        j["cpu"].get<std::string>(), j["isa"].get<std::string>(), j["gemm"].get<std::string>(),
-        j["dtype"].get<std::string>(), world.size(), threads, job_peak);
-    if (job_bf16_peak > 0)
-      fmt::print(", bf16 dot-product peak {:.1f} GFLOP/s\n", job_bf16_peak);
-    else
-      fmt::print(" (no avx512_bf16)\n");
-  };
   double t_med = 0;
   if (o.decode) {
     if (world.size() > 1) fail("marin bench --decode: one process (decoding is not distributed)");
@@ -275,15 +345,8 @@ int bench_model(BenchOptions o) {
       fmt::print("{}\n", j.dump());
       return 0;
     }
-    print_machine();
-    fmt::print(
-        "{} decoding, {} sequence(s) together: prompts of {} tokens at {:.0f} tokens/s, then {} "
-        "tokens each at {:.1f} tokens/s ({:.2f} ms a step, {:.1f} GFLOP/s of model FLOPs); "
-        "decoding state {:.1f} MB\n",
-        o.model.preset, j["gen_batch"].get<int64_t>(), j["prompt_tokens"].get<int64_t>(),
-        j["prefill_tokens_per_second"].get<double>(), j["max_tokens"].get<int64_t>(),
-        j["decode_tokens_per_second"].get<double>(), j["decode_ms_per_step"].get<double>(),
-        j["model_gflops"].get<double>(), double(j["decode_state_bytes"].get<int64_t>()) / 1e6);
+    print_machine(j, world.size(), threads, job_peak, job_bf16_peak);
+    print_decode_report(o, j);
     return 0;
   }
   if (o.train) {
@@ -291,25 +354,7 @@ int bench_model(BenchOptions o) {
     t_med = j["step_seconds_median"].get<double>();
   } else {
     if (world.size() > 1) fail("marin bench: under mpirun, use --train (the data-parallel step)");
-    Model<float> m(c, o.batch);
-    m.init(1);
-    std::vector<int32_t> tok, lab, seg;
-    random_batch(c, n, tok, lab, seg);
-    const Batch b{o.batch, tok.data(), lab.data(), seg.data()};
-    std::vector<double> fwd, total, cpu;
-    for (int i = 0; i < o.warmup + o.iters; ++i) {
-      const Timer t;
-      const double c0 = process_cpu_seconds();
-      m.forward(b);
-      const double tf = t.seconds();
-      m.backward();
-      if (i >= o.warmup)
-        fwd.push_back(tf), total.push_back(t.seconds()), cpu.push_back(process_cpu_seconds() - c0);
-    }
-    t_med = median(total);
-    j["cpu_seconds_median"] = median(cpu);
-    j["fwd_bwd_seconds_median"] = t_med;
-    j["fwd_seconds_median"] = median(fwd);
+    t_med = bench_forward_backward(o, c, n, j);
   }
   const double gflops = 3.0 * double(forward_flops_per_token(c)) * double(n) / t_med / 1e9;
   j["tokens_per_second"] = double(n) / t_med;
@@ -323,33 +368,8 @@ int bench_model(BenchOptions o) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  print_machine();
-  if (o.train) {
-    fmt::print(
-        "{} batch {}×{} (micro-batch {}): training step median {:.1f} ms, of which "
-        "communication {:.1f} ms ({:.1f}%, {:.1f} MB per rank) and Newton–Schulz {:.1f}% "
-        "(its products in {})\n",
-        o.model.preset, o.batch, c.seq_len, j["micro_batch"].get<int>(), t_med * 1e3,
-        j["comm_seconds_median"].get<double>() * 1e3, 100 * j["comm_fraction"].get<double>(),
-        double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
-        100 * j["newton_schulz_fraction_of_step"].get<double>(),
-        o.ns_dtype == "compute" ? kernels::dtype_name(kernels::compute_dtype()) : "fp32");
-    if (j["ep"].get<int>() > 1)
-      fmt::print(
-          "expert parallelism {}: all-to-all median {:.1f} ms per step, {:.1f} MB sent per rank\n",
-          j["ep"].get<int>(), j["all_to_all_seconds_median"].get<double>() * 1e3,
-          double(j["all_to_all_bytes_per_rank"].get<int64_t>()) / 1e6);
-  } else {
-    fmt::print("{} batch {}×{}: forward+backward median {:.1f} ms (forward {:.1f} ms)\n",
-               o.model.preset, o.batch, c.seq_len, t_med * 1e3,
-               j["fwd_seconds_median"].get<double>() * 1e3);
-  }
-  fmt::print("  {:.0f} tokens/s, {:.1f} GFLOP/s of model FLOPs = {:.1f}% of the measured {} peak\n",
-             double(n) / t_med, gflops, 100 * gflops / (bf16 ? job_bf16_peak : job_peak),
-             bf16 ? "bf16" : "fp32");
-  fmt::print("  process CPU time per step {:.1f} ms ({:.2f} CPU-seconds per wall second)\n",
-             j["cpu_seconds_median"].get<double>() * 1e3,
-             j["cpu_seconds_median"].get<double>() / t_med);
+  print_machine(j, world.size(), threads, job_peak, job_bf16_peak);
+  print_step_report(o, c, j, n, t_med, gflops, bf16 ? job_bf16_peak : job_peak, bf16);
   return 0;
 }
 

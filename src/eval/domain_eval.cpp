@@ -236,10 +236,10 @@ std::string EvalReport::table() const {
   return s;
 }
 
-EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const ModelConfig& cfg = m.config();
-  const TokenManifest man = TokenManifest::load(o.token_dir);
+namespace {
+
+// Refuses shards, a model and options that do not go together, before any work.
+void check_eval_inputs(const ModelConfig& cfg, const TokenManifest& man, const EvalOptions& o) {
   if (o.tokenizer_hash && o.tokenizer_hash != man.tokenizer_hash)
     fail(
         "tokenizer mismatch: the model's tokenizer has hash {} but the token shards in {} "
@@ -254,6 +254,113 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
   if (o.max_tokens > 0 && o.corpus.empty())
     fail("a token budget per domain ({}) needs the text corpus for the subset's bytes",
          o.max_tokens);
+}
+
+// The domains asked for, or else every domain with shards of the split; each must exist.
+std::vector<std::string> domains_to_evaluate(const TokenManifest& man, const EvalOptions& o) {
+  std::vector<std::string> domains = o.domains;
+  const std::vector<std::string> all = man.domains();
+  if (domains.empty()) {
+    for (const auto& d : all)
+      if (!man.find(d, o.split).empty()) domains.push_back(d);
+    if (domains.empty()) fail("token directory {}: no domain has {} shards", o.token_dir, o.split);
+  }
+  for (const auto& d : domains)
+    if (std::find(all.begin(), all.end(), d) == all.end())
+      fail("token directory {}: no domain '{}' (available: {})", o.token_dir, d,
+           fmt::join(all, ", "));
+  return domains;
+}
+
+// One domain's documents to score, with their text's bytes and overlaps where the text corpus
+// is given.
+struct DomainDocs {
+  DocTokens docs;
+  std::vector<uint64_t> bytes;
+  std::vector<Overlap> overlap;
+  std::vector<std::string> ids;  // of the audited documents
+  uint64_t header_bytes = 0;
+};
+
+// Reads the domain's token shards (within the token budget, if any) and, from the text corpus,
+// each taken document's bytes and n-gram overlap, checking that the two agree.
+DomainDocs load_domain_docs(const TokenManifest& man, const EvalOptions& o,
+                            const std::string& domain) {
+  DomainDocs in;
+  uint64_t budget = o.max_tokens;  // what is left of the domain's token budget
+  for (const TokenShardInfo& info : man.find(domain, o.split)) {
+    const TokenShard sh = man.open(info, man.tokenizer_hash, man.vocab_size);
+    std::vector<int32_t> buf;
+    std::vector<bool> taken(sh.documents(), true);
+    for (uint64_t d = 0; d < sh.documents(); ++d) {
+      if (o.max_tokens > 0) {
+        const bool first = in.docs.count() == 0;
+        taken[d] = first || sh.doc_size(d) <= budget;
+        if (!taken[d]) continue;
+        budget -= std::min<uint64_t>(budget, sh.doc_size(d));
+      }
+      buf.resize(sh.doc_size(d));
+      sh.copy(sh.doc_begin(d), buf.size(), buf.data());
+      in.docs.add(buf.data(), buf.size());
+    }
+    in.header_bytes += sh.header().text_bytes;
+    if (o.corpus.empty()) continue;
+    const fs::path text = fs::path(o.corpus) / domain / text_corpus::text_shard_name(info.file);
+    if (!fs::exists(text))
+      fail("text corpus {}: {} is missing (the token shard {} was made from it)", o.corpus,
+           text.string(), man.path(info));
+    uint64_t n = 0, b = 0;
+    for_each_jsonl_document(text.string(), [&](const text_corpus::Document& doc) {
+      const bool take = n < taken.size() && taken[n];
+      ++n, b += doc.text.size();
+      if (!take) return;
+      in.bytes.push_back(doc.text.size());
+      if (!o.index) return;
+      in.overlap.push_back(document_overlap(*o.index, doc.text));
+      in.ids.push_back(doc.id(fmt::format("{}:{}", text.filename().string(), doc.line)));
+    });
+    if (n != sh.documents() || b != sh.header().text_bytes)
+      fail(
+          "{} has {} documents ({} bytes) but its token shard {} has {} documents ({} bytes): "
+          "the token directory was not made from this corpus",
+          text.string(), n, b, man.path(info), sh.documents(), sh.header().text_bytes);
+  }
+  return in;
+}
+
+// Adds each document's score to the domain's subsets: all, and when audited, clean or
+// contaminated by its overlap. `fp` is the Bloom filter's false-positive rate per n-gram.
+void tally_domain(DomainResult& r, const DomainDocs& in, const std::vector<DocScore>& scores,
+                  const EvalOptions& o, double fp) {
+  uint64_t checked = 0;
+  double overlap_sum = 0;
+  for (uint64_t d = 0; d < in.docs.count(); ++d) {
+    const uint64_t b = r.per_document_bytes ? in.bytes[d] : 0;
+    r.all.add(scores[d], in.docs.size(d), b);
+    if (!r.audited) continue;
+    const Overlap& ov = in.overlap[d];
+    const bool contaminated = is_contaminated(ov, o.threshold);
+    (contaminated ? r.contaminated : r.clean).add(scores[d], in.docs.size(d), b);
+    r.documents.push_back({in.ids[d], ov, contaminated});
+    if (ov.ngrams == 0) {
+      ++r.unchecked;
+    } else {
+      ++checked;
+      overlap_sum += ov.fraction();
+      r.expected_false_positives += -std::expm1(double(ov.ngrams) * std::log1p(-fp));
+    }
+  }
+  if (!r.per_document_bytes) r.all.bytes = in.header_bytes;
+  r.mean_overlap = checked ? overlap_sum / double(checked) : 0.0;
+}
+
+}  // namespace
+
+EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& cfg = m.config();
+  const TokenManifest man = TokenManifest::load(o.token_dir);
+  check_eval_inputs(cfg, man, o);
 
   EvalReport rep;
   rep.seq_len = cfg.seq_len;
@@ -267,66 +374,13 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
     rep.audit["threshold"] = o.threshold;
   }
 
-  std::vector<std::string> domains = o.domains;
-  const std::vector<std::string> all = man.domains();
-  if (domains.empty()) {
-    for (const auto& d : all)
-      if (!man.find(d, o.split).empty()) domains.push_back(d);
-    if (domains.empty()) fail("token directory {}: no domain has {} shards", o.token_dir, o.split);
-  }
-  for (const auto& d : domains)
-    if (std::find(all.begin(), all.end(), d) == all.end())
-      fail("token directory {}: no domain '{}' (available: {})", o.token_dir, d,
-           fmt::join(all, ", "));
-
-  for (const std::string& domain : domains) {
+  for (const std::string& domain : domains_to_evaluate(man, o)) {
     DomainResult r;
     r.domain = domain;
     r.audited = rep.audited;
     r.per_document_bytes = !o.corpus.empty();
-    DocTokens docs;
-    std::vector<uint64_t> bytes;
-    std::vector<Overlap> overlap;
-    std::vector<std::string> ids;  // of the audited documents
-    uint64_t header_bytes = 0;
-    uint64_t budget = o.max_tokens;  // what is left of the domain's token budget
-    for (const TokenShardInfo& info : man.find(domain, o.split)) {
-      const TokenShard sh = man.open(info, man.tokenizer_hash, man.vocab_size);
-      std::vector<int32_t> buf;
-      std::vector<bool> taken(sh.documents(), true);
-      for (uint64_t d = 0; d < sh.documents(); ++d) {
-        if (o.max_tokens > 0) {
-          const bool first = docs.count() == 0;
-          taken[d] = first || sh.doc_size(d) <= budget;
-          if (!taken[d]) continue;
-          budget -= std::min<uint64_t>(budget, sh.doc_size(d));
-        }
-        buf.resize(sh.doc_size(d));
-        sh.copy(sh.doc_begin(d), buf.size(), buf.data());
-        docs.add(buf.data(), buf.size());
-      }
-      header_bytes += sh.header().text_bytes;
-      if (o.corpus.empty()) continue;
-      const fs::path text = fs::path(o.corpus) / domain / text_corpus::text_shard_name(info.file);
-      if (!fs::exists(text))
-        fail("text corpus {}: {} is missing (the token shard {} was made from it)", o.corpus,
-             text.string(), man.path(info));
-      uint64_t n = 0, b = 0;
-      for_each_jsonl_document(text.string(), [&](const text_corpus::Document& doc) {
-        const bool take = n < taken.size() && taken[n];
-        ++n, b += doc.text.size();
-        if (!take) return;
-        bytes.push_back(doc.text.size());
-        if (!o.index) return;
-        overlap.push_back(document_overlap(*o.index, doc.text));
-        ids.push_back(doc.id(fmt::format("{}:{}", text.filename().string(), doc.line)));
-      });
-      if (n != sh.documents() || b != sh.header().text_bytes)
-        fail(
-            "{} has {} documents ({} bytes) but its token shard {} has {} documents ({} bytes): "
-            "the token directory was not made from this corpus",
-            text.string(), n, b, man.path(info), sh.documents(), sh.header().text_bytes);
-    }
+    const DomainDocs in = load_domain_docs(man, o, domain);
+    const DocTokens& docs = in.docs;
     uint64_t predictions = 0;
     for (uint64_t d = 0; d < docs.count(); ++d) predictions += docs.size(d) ? docs.size(d) - 1 : 0;
     if (predictions == 0) {
@@ -349,26 +403,7 @@ EvalReport evaluate_domains(Model<float>& m, const EvalOptions& o) {
         o.group);
     bar.finish();
 
-    uint64_t checked = 0;
-    double overlap_sum = 0;
-    for (uint64_t d = 0; d < docs.count(); ++d) {
-      const uint64_t b = r.per_document_bytes ? bytes[d] : 0;
-      r.all.add(scores[d], docs.size(d), b);
-      if (!rep.audited) continue;
-      const Overlap& ov = overlap[d];
-      const bool contaminated = is_contaminated(ov, o.threshold);
-      (contaminated ? r.contaminated : r.clean).add(scores[d], docs.size(d), b);
-      r.documents.push_back({ids[d], ov, contaminated});
-      if (ov.ngrams == 0) {
-        ++r.unchecked;
-      } else {
-        ++checked;
-        overlap_sum += ov.fraction();
-        r.expected_false_positives += -std::expm1(double(ov.ngrams) * std::log1p(-fp));
-      }
-    }
-    if (!r.per_document_bytes) r.all.bytes = header_bytes;
-    r.mean_overlap = checked ? overlap_sum / double(checked) : 0.0;
+    tally_domain(r, in, scores, o, fp);
     rep.predictions += r.all.predictions;
     rep.domains.push_back(std::move(r));
   }

@@ -135,6 +135,112 @@ void write_safetensors(const std::string& path, std::span<const TensorView> tens
   write_file_atomic(path, parts);
 }
 
+namespace {
+
+// The header's __metadata__: string values only.
+void read_metadata(const nlohmann::json& v, const std::string& path, SafetensorsFile& f) {
+  MARIN_CHECK(v.is_object(), "{}: __metadata__ is not a JSON object", path);
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    MARIN_CHECK(m.value().is_string(), "{}: __metadata__ value '{}' is not a string", path,
+                m.key());
+    f.metadata[m.key()] = m.value().get<std::string>();
+  }
+}
+
+// One tensor's header entry, checked: a dtype we read, a shape, and data_offsets that hold
+// exactly the shape's bytes within the file's `data`.
+Entry parse_tensor_entry(const std::string& name, const nlohmann::json& v, std::string_view data,
+                         const std::string& path) {
+  MARIN_CHECK(v.is_object(), "{}: tensor '{}': header entry is not an object", path, name);
+  Entry e;
+  e.name = name;
+  MARIN_CHECK(v.contains("dtype") && v["dtype"].is_string(),
+              "{}: tensor '{}': missing or non-string dtype", path, name);
+  e.dtype = v["dtype"].get<std::string>();
+  MARIN_CHECK(dtype_size(e.dtype) != 0,
+              "{}: tensor '{}': dtype {} not supported (F32, F16, BF16, F64 are)", path, name,
+              e.dtype);
+  MARIN_CHECK(v.contains("shape") && v["shape"].is_array(), "{}: tensor '{}': missing shape", path,
+              name);
+  for (const auto& d : v["shape"]) {
+    MARIN_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0,
+                "{}: tensor '{}': shape {} has a dimension that is not a non-negative integer",
+                path, name, v["shape"].dump());
+    e.shape.push_back(d.get<int64_t>());
+  }
+  MARIN_CHECK(v.contains("data_offsets") && v["data_offsets"].is_array() &&
+                  v["data_offsets"].size() == 2 && v["data_offsets"][0].is_number_unsigned() &&
+                  v["data_offsets"][1].is_number_unsigned(),
+              "{}: tensor '{}': data_offsets must be two non-negative integers", path, name);
+  e.begin = v["data_offsets"][0].get<uint64_t>();
+  e.end = v["data_offsets"][1].get<uint64_t>();
+  MARIN_CHECK(e.begin <= e.end, "{}: tensor '{}': data_offsets [{}, {}] end before they begin",
+              path, name, e.begin, e.end);
+  const int64_t numel = checked_numel(e.shape);
+  MARIN_CHECK(numel >= 0, "{}: tensor '{}': shape [{}] is too large", path, name,
+              fmt::join(e.shape, ", "));
+  const uint64_t want = static_cast<uint64_t>(numel) * dtype_size(e.dtype);
+  MARIN_CHECK(e.end - e.begin == want,
+              "{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but shape [{}] of {} needs {}",
+              path, name, e.begin, e.end, e.end - e.begin, fmt::join(e.shape, ", "), e.dtype, want);
+  MARIN_CHECK(e.end <= data.size(),
+              "{}: tensor '{}': data_offsets [{}, {}] run past the end of the data ({} bytes): "
+              "the file is truncated or the offsets are wrong",
+              path, name, e.begin, e.end, data.size());
+  return e;
+}
+
+// The reference layout: tensors back to back from offset 0 to the end of the file. Sorts
+// `entries` by offset.
+void check_layout(std::vector<Entry>& entries, std::string_view data, const std::string& path) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < pos)
+      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, prev->name, prev->begin,
+           prev->end, e.name, e.begin, e.end);
+    MARIN_CHECK(e.begin == pos, "{}: tensor '{}': data_offsets [{}, {}] leave a gap after byte {}",
+                path, e.name, e.begin, e.end, pos);
+    pos = e.end;
+    prev = &e;
+  }
+  MARIN_CHECK(pos == data.size(),
+              "{}: {} bytes of data after the last tensor (tensors end at {}, data is {} bytes)",
+              path, data.size() - pos, pos, data.size());
+}
+
+// A tensor's data converted to float.
+Tensor decode_tensor(const Entry& e, std::string_view data) {
+  Tensor t;
+  t.dtype = e.dtype;
+  t.shape = e.shape;
+  const size_t numel = static_cast<size_t>(checked_numel(e.shape));
+  t.data.resize(numel);
+  const char* src = data.data() + e.begin;
+  if (e.dtype == "F32") {
+    if (numel) std::memcpy(t.data.data(), src, numel * 4);
+  } else if (e.dtype == "F64") {
+    for (size_t i = 0; i < numel; ++i) {
+      double d;
+      std::memcpy(&d, src + 8 * i, 8);
+      t.data[i] = static_cast<float>(d);
+    }
+  } else {
+    const bool bf16 = e.dtype == "BF16";
+    for (size_t i = 0; i < numel; ++i) {
+      uint16_t u;
+      std::memcpy(&u, src + 2 * i, 2);
+      t.data[i] = bf16 ? std::bit_cast<float>(static_cast<uint32_t>(u) << 16) : half_to_float(u);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
   SafetensorsFile f;
   f.path = path;
@@ -166,98 +272,16 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     const std::string& name = it.key();
     const nlohmann::json& v = it.value();
     if (name == "__metadata__") {
-      MARIN_CHECK(v.is_object(), "{}: __metadata__ is not a JSON object", path);
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        MARIN_CHECK(m.value().is_string(), "{}: __metadata__ value '{}' is not a string", path,
-                    m.key());
-        f.metadata[m.key()] = m.value().get<std::string>();
-      }
+      read_metadata(v, path, f);
       continue;
     }
-    MARIN_CHECK(v.is_object(), "{}: tensor '{}': header entry is not an object", path, name);
-    Entry e;
-    e.name = name;
-    MARIN_CHECK(v.contains("dtype") && v["dtype"].is_string(),
-                "{}: tensor '{}': missing or non-string dtype", path, name);
-    e.dtype = v["dtype"].get<std::string>();
-    MARIN_CHECK(dtype_size(e.dtype) != 0,
-                "{}: tensor '{}': dtype {} not supported (F32, F16, BF16, F64 are)", path, name,
-                e.dtype);
-    MARIN_CHECK(v.contains("shape") && v["shape"].is_array(), "{}: tensor '{}': missing shape",
-                path, name);
-    for (const auto& d : v["shape"]) {
-      MARIN_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0,
-                  "{}: tensor '{}': shape {} has a dimension that is not a non-negative integer",
-                  path, name, v["shape"].dump());
-      e.shape.push_back(d.get<int64_t>());
-    }
-    MARIN_CHECK(v.contains("data_offsets") && v["data_offsets"].is_array() &&
-                    v["data_offsets"].size() == 2 && v["data_offsets"][0].is_number_unsigned() &&
-                    v["data_offsets"][1].is_number_unsigned(),
-                "{}: tensor '{}': data_offsets must be two non-negative integers", path, name);
-    e.begin = v["data_offsets"][0].get<uint64_t>();
-    e.end = v["data_offsets"][1].get<uint64_t>();
-    MARIN_CHECK(e.begin <= e.end, "{}: tensor '{}': data_offsets [{}, {}] end before they begin",
-                path, name, e.begin, e.end);
-    const int64_t numel = checked_numel(e.shape);
-    MARIN_CHECK(numel >= 0, "{}: tensor '{}': shape [{}] is too large", path, name,
-                fmt::join(e.shape, ", "));
-    const uint64_t want = static_cast<uint64_t>(numel) * dtype_size(e.dtype);
-    MARIN_CHECK(
-        e.end - e.begin == want,
-        "{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but shape [{}] of {} needs {}", path,
-        name, e.begin, e.end, e.end - e.begin, fmt::join(e.shape, ", "), e.dtype, want);
-    MARIN_CHECK(e.end <= data.size(),
-                "{}: tensor '{}': data_offsets [{}, {}] run past the end of the data ({} bytes): "
-                "the file is truncated or the offsets are wrong",
-                path, name, e.begin, e.end, data.size());
-    entries.push_back(std::move(e));
+    entries.push_back(parse_tensor_entry(name, v, data, path));
   }
 
-  // The reference layout: tensors back to back from offset 0 to the end of the file.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  uint64_t pos = 0;
-  const Entry* prev = nullptr;
+  check_layout(entries, data, path);
   for (const Entry& e : entries) {
-    if (e.begin < pos)
-      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, prev->name, prev->begin,
-           prev->end, e.name, e.begin, e.end);
-    MARIN_CHECK(e.begin == pos, "{}: tensor '{}': data_offsets [{}, {}] leave a gap after byte {}",
-                path, e.name, e.begin, e.end, pos);
-    pos = e.end;
-    prev = &e;
-  }
-  MARIN_CHECK(pos == data.size(),
-              "{}: {} bytes of data after the last tensor (tensors end at {}, data is {} bytes)",
-              path, data.size() - pos, pos, data.size());
-
-  for (const Entry& e : entries) {
-    Tensor t;
-    t.dtype = e.dtype;
-    t.shape = e.shape;
-    const size_t numel = static_cast<size_t>(checked_numel(e.shape));
-    t.data.resize(numel);
-    const char* src = data.data() + e.begin;
-    if (e.dtype == "F32") {
-      if (numel) std::memcpy(t.data.data(), src, numel * 4);
-    } else if (e.dtype == "F64") {
-      for (size_t i = 0; i < numel; ++i) {
-        double d;
-        std::memcpy(&d, src + 8 * i, 8);
-        t.data[i] = static_cast<float>(d);
-      }
-    } else {
-      const bool bf16 = e.dtype == "BF16";
-      for (size_t i = 0; i < numel; ++i) {
-        uint16_t u;
-        std::memcpy(&u, src + 2 * i, 2);
-        t.data[i] = bf16 ? std::bit_cast<float>(static_cast<uint32_t>(u) << 16) : half_to_float(u);
-      }
-    }
     f.names.push_back(e.name);
-    f.tensors.emplace(e.name, std::move(t));
+    f.tensors.emplace(e.name, decode_tensor(e, data));
   }
   return f;
 }

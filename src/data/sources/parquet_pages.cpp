@@ -32,7 +32,11 @@ constexpr uint64_t kMaxPageBytes = uint64_t(1) << 30;
 // A page header (Thrift, with its statistics) is first looked for in this many bytes.
 constexpr uint64_t kHeaderWindow = 64 * 1024;
 
-struct PageHeader {
+}  // namespace
+
+// A page header, the fields the reader uses (declared in parquet_file.hpp for
+// ParquetLeafReader's steps).
+struct ParquetPageHeader {
   int32_t type = -1;
   int32_t uncompressed_size = -1, compressed_size = -1;
   int32_t num_values = -1, encoding = -1, def_encoding = kRle, rep_encoding = kRle;
@@ -41,8 +45,10 @@ struct PageHeader {
   size_t header_bytes = 0;
 };
 
-PageHeader parse_page_header(ThriftCompactReader& r) {
-  PageHeader h;
+namespace {
+
+ParquetPageHeader parse_page_header(ThriftCompactReader& r) {
+  ParquetPageHeader h;
   r.begin_struct();
   int16_t id;
   ThriftType t;
@@ -398,8 +404,180 @@ void ParquetLeafReader::read_plain() {
   }
 }
 
-bool ParquetLeafReader::load_page() {
+// The chunk is read to its end (its value count and its bytes agree): on to the next row group.
+void ParquetLeafReader::finish_chunk() {
+  if (chunk_values_left_ != 0)
+    corrupt(
+        fmt::format("the column chunk ends with {} of its values unread (its sizes "
+                    "disagree)",
+                    chunk_values_left_));
+  chunk_open_ = false;
+  ++row_group_;
+}
+
+// The header at chunk_pos_, a Thrift struct of unknown length, looked for in a growing window;
+// checks its sizes, sets `body_at` to its page's body and moves chunk_pos_ past that body.
+ParquetPageHeader ParquetLeafReader::read_page_header(uint64_t& body_at) {
+  page_offset_ = chunk_pos_;
+  const uint64_t left = chunk_end_ - chunk_pos_;
+  ParquetPageHeader h;
+  for (uint64_t window = std::min(kHeaderWindow, left);; window = std::min(window * 4, left)) {
+    file_.read_at(chunk_pos_, window, raw_, "a page header");
+    try {
+      ThriftCompactReader r(raw_, chunk_pos_,
+                            fmt::format("{}: column '{}', row group {}, page header", file_.path(),
+                                        name_, row_group_));
+      h = parse_page_header(r);
+      break;
+    } catch (const Error&) {
+      if (window == left) throw;
+    }
+  }
+  if (h.compressed_size < 0 || h.uncompressed_size < 0)
+    corrupt(fmt::format("negative page sizes ({} compressed, {} uncompressed)", h.compressed_size,
+                        h.uncompressed_size));
+  if (uint64_t(h.compressed_size) > left - h.header_bytes)
+    corrupt(fmt::format("a page of {} bytes runs past its column chunk's end ({} bytes left)",
+                        h.compressed_size, left - h.header_bytes));
+  body_at = chunk_pos_ + h.header_bytes;
+  chunk_pos_ = body_at + uint64_t(h.compressed_size);
+  return h;
+}
+
+// A dictionary page (its body in raw_): decompressed into dict_bytes_, then its values.
+void ParquetLeafReader::load_dictionary_page(const ParquetPageHeader& h) {
   const auto fail_here = [this](std::string_view why) { corrupt(why); };
+  const int32_t codec = chunk_->codec;
+  if (h.encoding != kPlain && h.encoding != kPlainDictionary)
+    refuse(fmt::format("dictionary page encoding {}", parquet_encoding_name(h.encoding)));
+  if (codec == kUncompressed) {
+    dict_bytes_ = std::move(raw_);
+    raw_.clear();
+  } else {
+    decompress(codec, raw_, uint64_t(h.uncompressed_size), dict_bytes_, fail_here);
+  }
+  read_dictionary_page(dict_bytes_, h.num_values);
+  have_dictionary_ = true;
+}
+
+// A data page v1 (its body in raw_): the whole page compressed, each level stream behind its
+// 4-byte length, then the values.
+ParquetLeafReader::PageStreams ParquetLeafReader::split_data_page_v1(const ParquetPageHeader& h) {
+  const auto fail_here = [this](std::string_view why) { corrupt(why); };
+  const int32_t codec = chunk_->codec;
+  PageStreams s;
+  std::string_view body = raw_;
+  if (codec != kUncompressed) {
+    decompress(codec, raw_, uint64_t(h.uncompressed_size), page_, fail_here);
+    body = page_;
+  } else if (h.uncompressed_size != h.compressed_size) {
+    corrupt(fmt::format("an UNCOMPRESSED page of {} bytes whose header says {} uncompressed",
+                        h.compressed_size, h.uncompressed_size));
+  }
+  const auto take_levels = [&](std::string_view what) {
+    uint32_t n = 0;
+    if (body.size() < 4)
+      corrupt(fmt::format("the {} levels' length runs past the page's end", what));
+    std::memcpy(&n, body.data(), 4);
+    if (n > body.size() - 4)
+      corrupt(fmt::format("{} levels of {} bytes in a page of {}", what, n, body.size()));
+    const std::string_view l = body.substr(4, n);
+    body.remove_prefix(4 + size_t(n));
+    return l;
+  };
+  if (leaf_.max_rep > 0) {
+    if (h.rep_encoding != kRle)
+      refuse(fmt::format("repetition level encoding {}", parquet_encoding_name(h.rep_encoding)));
+    s.rep_levels = take_levels("repetition");
+  }
+  if (leaf_.max_def > 0) {
+    if (h.def_encoding != kRle)
+      refuse(fmt::format("definition level encoding {}", parquet_encoding_name(h.def_encoding)));
+    s.def_levels = take_levels("definition");
+  }
+  s.values = body;
+  return s;
+}
+
+// A data page v2 (its body in raw_): levels uncompressed, then the values, compressed or not.
+ParquetLeafReader::PageStreams ParquetLeafReader::split_data_page_v2(const ParquetPageHeader& h) {
+  const auto fail_here = [this](std::string_view why) { corrupt(why); };
+  const int32_t codec = chunk_->codec;
+  PageStreams s;
+  if (h.rep_bytes < 0 || h.def_bytes < 0 ||
+      uint64_t(h.def_bytes) + uint64_t(h.rep_bytes) > raw_.size())
+    corrupt(fmt::format("levels of {} + {} bytes in a page of {}", h.rep_bytes, h.def_bytes,
+                        raw_.size()));
+  if (leaf_.max_rep == 0 && h.rep_bytes != 0)
+    corrupt(
+        fmt::format("repetition levels of {} bytes in a column that is not repeated", h.rep_bytes));
+  if (h.num_nulls < 0 || h.num_nulls > h.num_values)
+    corrupt(fmt::format("{} nulls in a page of {} values", h.num_nulls, h.num_values));
+  s.rep_levels = std::string_view(raw_).substr(0, size_t(h.rep_bytes));
+  s.def_levels = std::string_view(raw_).substr(size_t(h.rep_bytes), size_t(h.def_bytes));
+  s.values = std::string_view(raw_).substr(size_t(h.rep_bytes) + size_t(h.def_bytes));
+  const int32_t level_bytes = h.def_bytes + h.rep_bytes;  // both level streams
+  if (h.uncompressed_size < level_bytes)
+    corrupt(
+        fmt::format("a page whose uncompressed size {} is less than its definition "
+                    "levels' {} bytes",
+                    h.uncompressed_size, level_bytes));
+  const uint64_t values_size = uint64_t(h.uncompressed_size) - uint64_t(level_bytes);
+  if (codec != kUncompressed && h.v2_compressed) {
+    decompress(codec, s.values, values_size, page_, fail_here);
+    s.values = page_;
+  } else if (s.values.size() != values_size) {
+    corrupt(fmt::format("uncompressed values of {} bytes whose header says {}", s.values.size(),
+                        values_size));
+  }
+  if (leaf_.max_def == 0 && h.num_nulls != 0)
+    corrupt(fmt::format("{} nulls in a REQUIRED column", h.num_nulls));
+  return s;
+}
+
+// The decoders of a data page's levels and values, by its encoding, and its entry count.
+void ParquetLeafReader::start_page_decoders(const ParquetPageHeader& h, const PageStreams& s) {
+  const auto fail_here = [this](std::string_view why) { corrupt(why); };
+  std::string_view values = s.values;
+  def_levels_.reset();
+  if (leaf_.max_def > 0)
+    def_levels_ = std::make_unique<RleBitPackedDecoder>(
+        s.def_levels, bit_width(uint32_t(leaf_.max_def)), fail_here);
+  rep_levels_.reset();
+  if (leaf_.max_rep > 0)
+    rep_levels_ = std::make_unique<RleBitPackedDecoder>(
+        s.rep_levels, bit_width(uint32_t(leaf_.max_rep)), fail_here);
+  dict_indices_.reset();
+  rle_bools_.reset();
+  if (h.encoding == kPlain) {
+    plain_ = values;
+    bool_bit_ = 0;
+  } else if (h.encoding == kRle && leaf_.physical_type == kBoolean) {
+    // RLE-encoded BOOLEAN values: a 4-byte length, then the hybrid encoding of bit width 1.
+    uint32_t n = 0;
+    if (values.size() < 4) corrupt("RLE BOOLEAN values without their length");
+    std::memcpy(&n, values.data(), 4);
+    if (n > values.size() - 4)
+      corrupt(fmt::format("RLE BOOLEAN values of {} bytes in {}", n, values.size() - 4));
+    rle_bools_ = std::make_unique<RleBitPackedDecoder>(values.substr(4, n), 1, fail_here);
+  } else if (h.encoding == kPlainDictionary || h.encoding == kRleDictionary) {
+    if (!have_dictionary_) corrupt("a dictionary-encoded page without a dictionary page before it");
+    uint32_t width = 0;
+    if (!values.empty()) {
+      width = uint8_t(values[0]);
+      values.remove_prefix(1);
+    }
+    if (width > 32) corrupt(fmt::format("dictionary indices of bit width {}", width));
+    dict_indices_ = std::make_unique<RleBitPackedDecoder>(values, width, fail_here);
+  } else {
+    refuse(fmt::format("encoding {}", parquet_encoding_name(h.encoding)));
+  }
+  entries_left_ = h.num_values;
+  page_nulls_expected_ = h.type == kDataPageV2 && leaf_.max_rep == 0 ? h.num_nulls : -1;
+  page_nulls_seen_ = 0;
+}
+
+bool ParquetLeafReader::load_page() {
   for (;;) {
     if (!chunk_open_) {
       if (row_group_ >= file_.metadata().row_groups.size()) return false;
@@ -407,56 +585,18 @@ bool ParquetLeafReader::load_page() {
       chunk_open_ = true;
     }
     if (chunk_values_left_ == 0 || chunk_pos_ >= chunk_end_) {
-      if (chunk_values_left_ != 0)
-        corrupt(
-            fmt::format("the column chunk ends with {} of its values unread (its sizes "
-                        "disagree)",
-                        chunk_values_left_));
-      chunk_open_ = false;
-      ++row_group_;
+      finish_chunk();
       continue;
     }
-    // The header: a Thrift struct of unknown length, looked for in a growing window.
-    page_offset_ = chunk_pos_;
-    const uint64_t left = chunk_end_ - chunk_pos_;
-    PageHeader h;
-    for (uint64_t window = std::min(kHeaderWindow, left);; window = std::min(window * 4, left)) {
-      file_.read_at(chunk_pos_, window, raw_, "a page header");
-      try {
-        ThriftCompactReader r(raw_, chunk_pos_,
-                              fmt::format("{}: column '{}', row group {}, page header",
-                                          file_.path(), name_, row_group_));
-        h = parse_page_header(r);
-        break;
-      } catch (const Error&) {
-        if (window == left) throw;
-      }
-    }
-    if (h.compressed_size < 0 || h.uncompressed_size < 0)
-      corrupt(fmt::format("negative page sizes ({} compressed, {} uncompressed)", h.compressed_size,
-                          h.uncompressed_size));
-    if (uint64_t(h.compressed_size) > left - h.header_bytes)
-      corrupt(fmt::format("a page of {} bytes runs past its column chunk's end ({} bytes left)",
-                          h.compressed_size, left - h.header_bytes));
-    const uint64_t body_at = chunk_pos_ + h.header_bytes;
-    chunk_pos_ = body_at + uint64_t(h.compressed_size);
+    uint64_t body_at = 0;
+    const ParquetPageHeader h = read_page_header(body_at);
     if (h.type != kDataPage && h.type != kDataPageV2 && h.type != kDictionaryPage)
       continue;  // an index page, or one of a later format version: not ours to read
     if (h.num_values < 0) corrupt("a page header without its value count");
     file_.read_at(body_at, uint64_t(h.compressed_size), raw_, "a page");
-    const int32_t codec = chunk_->codec;
 
     if (h.type == kDictionaryPage) {
-      if (h.encoding != kPlain && h.encoding != kPlainDictionary)
-        refuse(fmt::format("dictionary page encoding {}", parquet_encoding_name(h.encoding)));
-      if (codec == kUncompressed) {
-        dict_bytes_ = std::move(raw_);
-        raw_.clear();
-      } else {
-        decompress(codec, raw_, uint64_t(h.uncompressed_size), dict_bytes_, fail_here);
-      }
-      read_dictionary_page(dict_bytes_, h.num_values);
-      have_dictionary_ = true;
+      load_dictionary_page(h);
       continue;
     }
 
@@ -466,108 +606,8 @@ bool ParquetLeafReader::load_page() {
                       "disagree)",
                       h.num_values, chunk_values_left_));
     chunk_values_left_ -= h.num_values;
-    std::string_view levels, rep_levels, values;
-    if (h.type == kDataPage) {
-      std::string_view body = raw_;
-      if (codec != kUncompressed) {
-        decompress(codec, raw_, uint64_t(h.uncompressed_size), page_, fail_here);
-        body = page_;
-      } else if (h.uncompressed_size != h.compressed_size) {
-        corrupt(fmt::format("an UNCOMPRESSED page of {} bytes whose header says {} uncompressed",
-                            h.compressed_size, h.uncompressed_size));
-      }
-      const auto take_levels = [&](std::string_view what) {
-        uint32_t n = 0;
-        if (body.size() < 4)
-          corrupt(fmt::format("the {} levels' length runs past the page's end", what));
-        std::memcpy(&n, body.data(), 4);
-        if (n > body.size() - 4)
-          corrupt(fmt::format("{} levels of {} bytes in a page of {}", what, n, body.size()));
-        const std::string_view l = body.substr(4, n);
-        body.remove_prefix(4 + size_t(n));
-        return l;
-      };
-      if (leaf_.max_rep > 0) {
-        if (h.rep_encoding != kRle)
-          refuse(
-              fmt::format("repetition level encoding {}", parquet_encoding_name(h.rep_encoding)));
-        rep_levels = take_levels("repetition");
-      }
-      if (leaf_.max_def > 0) {
-        if (h.def_encoding != kRle)
-          refuse(
-              fmt::format("definition level encoding {}", parquet_encoding_name(h.def_encoding)));
-        levels = take_levels("definition");
-      }
-      values = body;
-    } else {  // data page v2: levels uncompressed, then the values, compressed or not
-      if (h.rep_bytes < 0 || h.def_bytes < 0 ||
-          uint64_t(h.def_bytes) + uint64_t(h.rep_bytes) > raw_.size())
-        corrupt(fmt::format("levels of {} + {} bytes in a page of {}", h.rep_bytes, h.def_bytes,
-                            raw_.size()));
-      if (leaf_.max_rep == 0 && h.rep_bytes != 0)
-        corrupt(fmt::format("repetition levels of {} bytes in a column that is not repeated",
-                            h.rep_bytes));
-      if (h.num_nulls < 0 || h.num_nulls > h.num_values)
-        corrupt(fmt::format("{} nulls in a page of {} values", h.num_nulls, h.num_values));
-      rep_levels = std::string_view(raw_).substr(0, size_t(h.rep_bytes));
-      levels = std::string_view(raw_).substr(size_t(h.rep_bytes), size_t(h.def_bytes));
-      values = std::string_view(raw_).substr(size_t(h.rep_bytes) + size_t(h.def_bytes));
-      h.def_bytes += h.rep_bytes;  // both level streams, for the sizes below
-      if (h.uncompressed_size < h.def_bytes)
-        corrupt(
-            fmt::format("a page whose uncompressed size {} is less than its definition "
-                        "levels' {} bytes",
-                        h.uncompressed_size, h.def_bytes));
-      const uint64_t values_size = uint64_t(h.uncompressed_size) - uint64_t(h.def_bytes);
-      if (codec != kUncompressed && h.v2_compressed) {
-        decompress(codec, values, values_size, page_, fail_here);
-        values = page_;
-      } else if (values.size() != values_size) {
-        corrupt(fmt::format("uncompressed values of {} bytes whose header says {}", values.size(),
-                            values_size));
-      }
-      if (leaf_.max_def == 0 && h.num_nulls != 0)
-        corrupt(fmt::format("{} nulls in a REQUIRED column", h.num_nulls));
-    }
-
-    def_levels_.reset();
-    if (leaf_.max_def > 0)
-      def_levels_ = std::make_unique<RleBitPackedDecoder>(
-          levels, bit_width(uint32_t(leaf_.max_def)), fail_here);
-    rep_levels_.reset();
-    if (leaf_.max_rep > 0)
-      rep_levels_ = std::make_unique<RleBitPackedDecoder>(
-          rep_levels, bit_width(uint32_t(leaf_.max_rep)), fail_here);
-    dict_indices_.reset();
-    rle_bools_.reset();
-    if (h.encoding == kPlain) {
-      plain_ = values;
-      bool_bit_ = 0;
-    } else if (h.encoding == kRle && leaf_.physical_type == kBoolean) {
-      // RLE-encoded BOOLEAN values: a 4-byte length, then the hybrid encoding of bit width 1.
-      uint32_t n = 0;
-      if (values.size() < 4) corrupt("RLE BOOLEAN values without their length");
-      std::memcpy(&n, values.data(), 4);
-      if (n > values.size() - 4)
-        corrupt(fmt::format("RLE BOOLEAN values of {} bytes in {}", n, values.size() - 4));
-      rle_bools_ = std::make_unique<RleBitPackedDecoder>(values.substr(4, n), 1, fail_here);
-    } else if (h.encoding == kPlainDictionary || h.encoding == kRleDictionary) {
-      if (!have_dictionary_)
-        corrupt("a dictionary-encoded page without a dictionary page before it");
-      uint32_t width = 0;
-      if (!values.empty()) {
-        width = uint8_t(values[0]);
-        values.remove_prefix(1);
-      }
-      if (width > 32) corrupt(fmt::format("dictionary indices of bit width {}", width));
-      dict_indices_ = std::make_unique<RleBitPackedDecoder>(values, width, fail_here);
-    } else {
-      refuse(fmt::format("encoding {}", parquet_encoding_name(h.encoding)));
-    }
-    entries_left_ = h.num_values;
-    page_nulls_expected_ = h.type == kDataPageV2 && leaf_.max_rep == 0 ? h.num_nulls : -1;
-    page_nulls_seen_ = 0;
+    const PageStreams s = h.type == kDataPage ? split_data_page_v1(h) : split_data_page_v2(h);
+    start_page_decoders(h, s);
     return true;
   }
 }

@@ -929,161 +929,202 @@ bool optional_bool(const nlohmann::json& obj, const char* key, const std::string
 
 }  // namespace
 
+namespace {
+
+using Impl = Tokenizer::Impl;
+
+// "'ORIGIN': FIELD", the prefix of every error about a field of the file.
+std::string json_field(const std::string& origin, const std::string& field) {
+  return fmt::format("'{}': {}", origin, field);
+}
+
+// j[key], or null where j has no such key.
+const nlohmann::json& member_or_null(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json null_json;
+  return j.contains(key) ? j[key] : null_json;
+}
+
+// Refuses what the encoder cannot reproduce (another model type, dropout, truncation, padding)
+// and reads the model's options.
+void read_model_options(Impl& m, const nlohmann::json& j, const std::string& origin) {
+  auto where = [&](const std::string& field) { return json_field(origin, field); };
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+    fail("{} is missing (expected a Hugging Face tokenizer.json)", where("model"));
+  const nlohmann::json& model = j["model"];
+  const std::string mpath = where("model");
+  if (model.contains("type") && model["type"] != "BPE")
+    tok::unsupported(mpath + ".type", model["type"]);
+  if (model.contains("dropout") && !model["dropout"].is_null())
+    fail("{}.dropout: {} is not supported (BPE dropout samples ids at random; only null)", mpath,
+         model["dropout"].dump());
+  for (const char* f : {"truncation", "padding"})
+    if (j.contains(f) && !j[f].is_null()) tok::unsupported(where(f), j[f]);
+
+  m.ignore_merges = optional_bool(model, "ignore_merges", mpath);
+  m.fuse_unk = optional_bool(model, "fuse_unk", mpath);
+  m.byte_fallback = optional_bool(model, "byte_fallback", mpath);
+  m.unk_token = optional_string(model, "unk_token", mpath);
+  m.subword_prefix = optional_string(model, "continuing_subword_prefix", mpath);
+  m.word_suffix = optional_string(model, "end_of_word_suffix", mpath);
+}
+
+// The pipeline around the model: pre-tokenizer, normalizer, post-processor and decoder.
+void read_pipeline(Impl& m, const nlohmann::json& j, const std::string& origin) {
+  auto where = [&](const std::string& field) { return json_field(origin, field); };
+  const nlohmann::json& pt = member_or_null(j, "pre_tokenizer");
+  const nlohmann::json& nm = member_or_null(j, "normalizer");
+  const nlohmann::json& pp = member_or_null(j, "post_processor");
+  const nlohmann::json& dc = member_or_null(j, "decoder");
+  tok::PreTokenizerInfo info;
+  if (!pt.is_null()) {
+    auto general = tok::parse_pre_tokenizer(pt, where("pre_tokenizer"), info);
+    if (!fast_pre_tokenizer(pt, m.pattern, m.keep_gaps)) m.pre_tokenizer = std::move(general);
+  }
+  m.byte_level = info.byte_level;
+  if (!nm.is_null()) m.normalizer = tok::parse_normalizer(nm, where("normalizer"));
+  if (!pp.is_null()) m.post = tok::parse_post_processor(pp, where("post_processor"));
+  if (!dc.is_null() && dc.value("type", "") != "ByteLevel")
+    m.decoder = tok::parse_decoder(dc, where("decoder"));
+}
+
+// model.vocab and added_tokens into the token table, each id checked, then the vocabulary index.
+void read_vocabulary(Impl& m, const nlohmann::json& j, const std::string& origin) {
+  using nlohmann::json;
+  auto where = [&](const std::string& field) { return json_field(origin, field); };
+  const json& vocab = member_or_null(j["model"], "vocab");
+  if (!vocab.is_object()) fail("{} is not an object", where("model.vocab"));
+  const json& added = j.contains("added_tokens") ? j["added_tokens"] : json::array();
+  if (!added.is_array()) fail("{} is not an array", where("added_tokens"));
+  const uint64_t max_id = Impl::max_token_id(vocab.size() + added.size());
+  // An id of the file, bounded by its token count (a damaged id would size the table).
+  auto token_id = [&](const json& v, const char* field, const std::string& entry) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > max_id)
+      fail(
+          "{}: entry '{}' has no valid id (expected an integer in [0, {}], twice the file's {} "
+          "tokens)",
+          where(field), entry, max_id, vocab.size() + added.size());
+    return v.get<uint32_t>();
+  };
+  std::string bytes;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const uint32_t id = token_id(it.value(), "model.vocab", it.key());
+    if (!m.byte_level)
+      bytes = it.key();
+    else if (!unicode_to_bytes(it.key(), bytes))
+      fail("{}: '{}' is not a byte-level (GPT-2 mapped) token", where("model.vocab"), it.key());
+    if (bytes.empty()) fail("{}: an empty token (id {})", where("model.vocab"), id);
+    m.grow_to(id);
+    if (m.kind[id] != kAbsent) fail("{}: id {} appears twice", where("model.vocab"), id);
+    m.tokens[id] = bytes;
+    m.kind[id] = kNormal;
+  }
+  for (size_t k = 0; k < added.size(); ++k) {
+    const json& t = added[k];
+    const std::string apath = fmt::format("added_tokens[{}]", k);
+    if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
+      fail("{}: expected {{\"id\": N, \"content\": \"...\", ...}}", where(apath));
+    const std::string content = t["content"].get<std::string>();
+    const uint32_t id = token_id(t["id"], "added_tokens", content);
+    const std::string fpath = where(apath);
+    AddedToken a{id};
+    a.special = optional_bool(t, "special", fpath);
+    a.lstrip = optional_bool(t, "lstrip", fpath);
+    a.rstrip = optional_bool(t, "rstrip", fpath);
+    a.single_word = optional_bool(t, "single_word", fpath);
+    a.normalized = t.contains("normalized") ? optional_bool(t, "normalized", fpath) : !a.special;
+    m.grow_to(id);
+    // A token the model also has keeps its place in the model's vocabulary.
+    if (!(m.kind[id] == kNormal && m.tokens[id] == content)) {
+      m.tokens[id] = content;
+      m.kind[id] = kSpecial;
+    }
+    m.added.push_back(a);
+  }
+  m.index_vocab();
+  for (uint32_t id = 0; id < m.tokens.size(); ++id)
+    if (m.kind[id] == kNormal && m.vocab.find(m.tokens[id]) != id)
+      fail("{}: token '{}' appears twice", where("model.vocab"),
+           m.byte_level ? bytes_to_unicode(m.tokens[id]) : m.tokens[id]);
+}
+
+// model.merges, as 'left right' strings or [left, right] pairs, into pairs of vocabulary ids.
+void read_merges(Impl& m, const nlohmann::json& model, const std::string& origin) {
+  using nlohmann::json;
+  auto where = [&](const std::string& field) { return json_field(origin, field); };
+  const json& merges = model.contains("merges") ? model["merges"] : json::array();
+  if (!merges.is_array()) fail("{} is not an array", where("model.merges"));
+  m.merges.reserve(merges.size());
+  std::string a, b;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const json& e = merges[r];
+    std::string sa, sb;
+    if (e.is_string()) {
+      const std::string& s = e.get_ref<const std::string&>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        fail("{}: entry {} '{}' is not 'left right'", where("model.merges"), r, s);
+      sa = s.substr(0, sp);
+      sb = s.substr(sp + 1);
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      sa = e[0].get<std::string>();
+      sb = e[1].get<std::string>();
+    } else {
+      fail("{}: entry {} is neither 'left right' nor [left, right]", where("model.merges"), r);
+    }
+    if (!m.byte_level) {
+      a = sa;
+      b = sb;
+    } else if (!unicode_to_bytes(sa, a) || !unicode_to_bytes(sb, b)) {
+      fail("{}: entry {} is not byte-level", where("model.merges"), r);
+    }
+    uint32_t ia = m.vocab.find(a), ib = m.vocab.find(b);
+    if (ia == BytesIndex::kEmpty || ib == BytesIndex::kEmpty)
+      fail("{}: entry {} ('{} {}') names a token that is not in model.vocab", where("model.merges"),
+           r, sa, sb);
+    m.merges.emplace_back(ia, ib);
+  }
+}
+
+// Everything besides vocabulary and merges that changes ids goes into the hash, unless the
+// tokenizer is a plain byte-level BPE over a split regex (whose hash predates the pipeline).
+void set_pipeline_for_hash(Impl& m, const nlohmann::json& j) {
+  using nlohmann::json;
+  bool plain_added = true;
+  for (const AddedToken& t : m.added)
+    plain_added =
+        plain_added && t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized;
+  const bool classic = m.byte_level && !m.normalizer && !m.pre_tokenizer && m.keep_gaps &&
+                       m.post.prefix.empty() && m.post.suffix.empty() && m.unk_token.empty() &&
+                       m.subword_prefix.empty() && m.word_suffix.empty() && !m.byte_fallback &&
+                       plain_added;
+  if (classic) return;
+  json added_flags = json::array();
+  for (const AddedToken& t : m.added)
+    added_flags.push_back({t.id, t.special, t.lstrip, t.rstrip, t.single_word, t.normalized});
+  const json cfg = {
+      {"normalizer", member_or_null(j, "normalizer")},
+      {"pre_tokenizer", member_or_null(j, "pre_tokenizer")},
+      {"byte_level", m.byte_level},
+      {"template", {m.post.prefix, m.post.suffix}},
+      {"model", {m.unk_token, m.subword_prefix, m.word_suffix, m.fuse_unk, m.byte_fallback}},
+      {"added", added_flags}};
+  m.pipeline = cfg.dump();
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& origin) {
   using nlohmann::json;
   // The one JSON policy refuses duplicate vocabulary keys and deep nesting while parsing.
-  json j = parse_json(text, fmt::format("'{}'", origin), "expected a Hugging Face tokenizer.json");
-  auto where = [&](const std::string& field) { return fmt::format("'{}': {}", origin, field); };
+  const json j =
+      parse_json(text, fmt::format("'{}'", origin), "expected a Hugging Face tokenizer.json");
   try {
-    if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
-      fail("{} is missing (expected a Hugging Face tokenizer.json)", where("model"));
-    const json& model = j["model"];
-    const std::string mpath = where("model");
-    if (model.contains("type") && model["type"] != "BPE")
-      tok::unsupported(mpath + ".type", model["type"]);
-    if (model.contains("dropout") && !model["dropout"].is_null())
-      fail("{}.dropout: {} is not supported (BPE dropout samples ids at random; only null)", mpath,
-           model["dropout"].dump());
-    for (const char* f : {"truncation", "padding"})
-      if (j.contains(f) && !j[f].is_null()) tok::unsupported(where(f), j[f]);
-
     auto m = std::make_unique<Impl>();
-    m->ignore_merges = optional_bool(model, "ignore_merges", mpath);
-    m->fuse_unk = optional_bool(model, "fuse_unk", mpath);
-    m->byte_fallback = optional_bool(model, "byte_fallback", mpath);
-    m->unk_token = optional_string(model, "unk_token", mpath);
-    m->subword_prefix = optional_string(model, "continuing_subword_prefix", mpath);
-    m->word_suffix = optional_string(model, "end_of_word_suffix", mpath);
-
-    const json null_json;
-    const json& pt = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : null_json;
-    const json& nm = j.contains("normalizer") ? j["normalizer"] : null_json;
-    const json& pp = j.contains("post_processor") ? j["post_processor"] : null_json;
-    const json& dc = j.contains("decoder") ? j["decoder"] : null_json;
-    tok::PreTokenizerInfo info;
-    if (!pt.is_null()) {
-      auto general = tok::parse_pre_tokenizer(pt, where("pre_tokenizer"), info);
-      if (!fast_pre_tokenizer(pt, m->pattern, m->keep_gaps)) m->pre_tokenizer = std::move(general);
-    }
-    m->byte_level = info.byte_level;
-    if (!nm.is_null()) m->normalizer = tok::parse_normalizer(nm, where("normalizer"));
-    if (!pp.is_null()) m->post = tok::parse_post_processor(pp, where("post_processor"));
-    if (!dc.is_null() && dc.value("type", "") != "ByteLevel")
-      m->decoder = tok::parse_decoder(dc, where("decoder"));
-
-    const json& vocab = model.contains("vocab") ? model["vocab"] : null_json;
-    if (!vocab.is_object()) fail("{} is not an object", where("model.vocab"));
-    const json& added = j.contains("added_tokens") ? j["added_tokens"] : json::array();
-    if (!added.is_array()) fail("{} is not an array", where("added_tokens"));
-    const uint64_t max_id = Impl::max_token_id(vocab.size() + added.size());
-    // An id of the file, bounded by its token count (a damaged id would size the table).
-    auto token_id = [&](const json& v, const char* field, const std::string& entry) {
-      if (!v.is_number_unsigned() || v.get<uint64_t>() > max_id)
-        fail(
-            "{}: entry '{}' has no valid id (expected an integer in [0, {}], twice the file's {} "
-            "tokens)",
-            where(field), entry, max_id, vocab.size() + added.size());
-      return v.get<uint32_t>();
-    };
-    std::string bytes;
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const uint32_t id = token_id(it.value(), "model.vocab", it.key());
-      if (!m->byte_level)
-        bytes = it.key();
-      else if (!unicode_to_bytes(it.key(), bytes))
-        fail("{}: '{}' is not a byte-level (GPT-2 mapped) token", where("model.vocab"), it.key());
-      if (bytes.empty()) fail("{}: an empty token (id {})", where("model.vocab"), id);
-      m->grow_to(id);
-      if (m->kind[id] != kAbsent) fail("{}: id {} appears twice", where("model.vocab"), id);
-      m->tokens[id] = bytes;
-      m->kind[id] = kNormal;
-    }
-    for (size_t k = 0; k < added.size(); ++k) {
-      const json& t = added[k];
-      const std::string apath = fmt::format("added_tokens[{}]", k);
-      if (!t.is_object() || !t.contains("content") || !t["content"].is_string() ||
-          !t.contains("id"))
-        fail("{}: expected {{\"id\": N, \"content\": \"...\", ...}}", where(apath));
-      const std::string content = t["content"].get<std::string>();
-      const uint32_t id = token_id(t["id"], "added_tokens", content);
-      const std::string fpath = where(apath);
-      AddedToken a{id};
-      a.special = optional_bool(t, "special", fpath);
-      a.lstrip = optional_bool(t, "lstrip", fpath);
-      a.rstrip = optional_bool(t, "rstrip", fpath);
-      a.single_word = optional_bool(t, "single_word", fpath);
-      a.normalized = t.contains("normalized") ? optional_bool(t, "normalized", fpath) : !a.special;
-      m->grow_to(id);
-      // A token the model also has keeps its place in the model's vocabulary.
-      if (!(m->kind[id] == kNormal && m->tokens[id] == content)) {
-        m->tokens[id] = content;
-        m->kind[id] = kSpecial;
-      }
-      m->added.push_back(a);
-    }
-    m->index_vocab();
-    for (uint32_t id = 0; id < m->tokens.size(); ++id)
-      if (m->kind[id] == kNormal && m->vocab.find(m->tokens[id]) != id)
-        fail("{}: token '{}' appears twice", where("model.vocab"),
-             m->byte_level ? bytes_to_unicode(m->tokens[id]) : m->tokens[id]);
-
-    const json& merges = model.contains("merges") ? model["merges"] : json::array();
-    if (!merges.is_array()) fail("{} is not an array", where("model.merges"));
-    m->merges.reserve(merges.size());
-    std::string a, b;
-    for (size_t r = 0; r < merges.size(); ++r) {
-      const json& e = merges[r];
-      std::string sa, sb;
-      if (e.is_string()) {
-        const std::string& s = e.get_ref<const std::string&>();
-        size_t sp = s.find(' ');
-        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-          fail("{}: entry {} '{}' is not 'left right'", where("model.merges"), r, s);
-        sa = s.substr(0, sp);
-        sb = s.substr(sp + 1);
-      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        sa = e[0].get<std::string>();
-        sb = e[1].get<std::string>();
-      } else {
-        fail("{}: entry {} is neither 'left right' nor [left, right]", where("model.merges"), r);
-      }
-      if (!m->byte_level) {
-        a = sa;
-        b = sb;
-      } else if (!unicode_to_bytes(sa, a) || !unicode_to_bytes(sb, b)) {
-        fail("{}: entry {} is not byte-level", where("model.merges"), r);
-      }
-      uint32_t ia = m->vocab.find(a), ib = m->vocab.find(b);
-      if (ia == BytesIndex::kEmpty || ib == BytesIndex::kEmpty)
-        fail("{}: entry {} ('{} {}') names a token that is not in model.vocab",
-             where("model.merges"), r, sa, sb);
-      m->merges.emplace_back(ia, ib);
-    }
-
-    // Everything besides vocabulary and merges that changes ids goes into the hash, unless the
-    // tokenizer is a plain byte-level BPE over a split regex (whose hash predates the pipeline).
-    bool plain_added = true;
-    for (const AddedToken& t : m->added)
-      plain_added =
-          plain_added && t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized;
-    const bool classic = m->byte_level && !m->normalizer && !m->pre_tokenizer && m->keep_gaps &&
-                         m->post.prefix.empty() && m->post.suffix.empty() && m->unk_token.empty() &&
-                         m->subword_prefix.empty() && m->word_suffix.empty() && !m->byte_fallback &&
-                         plain_added;
-    if (!classic) {
-      json added_flags = json::array();
-      for (const AddedToken& t : m->added)
-        added_flags.push_back({t.id, t.special, t.lstrip, t.rstrip, t.single_word, t.normalized});
-      const json cfg = {
-          {"normalizer", nm},
-          {"pre_tokenizer", pt},
-          {"byte_level", m->byte_level},
-          {"template", {m->post.prefix, m->post.suffix}},
-          {"model",
-           {m->unk_token, m->subword_prefix, m->word_suffix, m->fuse_unk, m->byte_fallback}},
-          {"added", added_flags}};
-      m->pipeline = cfg.dump();
-    }
+    read_model_options(*m, j, origin);
+    read_pipeline(*m, j, origin);
+    read_vocabulary(*m, j, origin);
+    read_merges(*m, j["model"], origin);
+    set_pipeline_for_hash(*m, j);
     m->finalize("'" + origin + "'");
     return Tokenizer(std::move(m));
   } catch (const json::exception& e) {
