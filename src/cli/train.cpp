@@ -139,6 +139,8 @@ int run_train(const TrainCli& a) {
     refuse_unresumable(a);
     ResumeChanges changes;
     changes.edit = [&a](TrainOptions& o) { apply(a, o, /*only_given=*/true); };
+    for (const TrainOption& s : train_option_table())
+      if (s.flag && a.given(s.flag)) changes.given.push_back(s.flag);
     t = Trainer::resume(a.resume, nullptr, changes);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");

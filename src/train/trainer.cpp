@@ -162,7 +162,9 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, parallel::C
   std::shared_ptr<RunLock> lock;
   if (c.is_root()) lock = claim_run_dir(run_dir, /*fresh=*/false, /*overwrite=*/false);
   std::unique_ptr<Trainer> t;
-  store.resume(changes, c.is_root(), [&](const ResumePoint& p) {
+  ResumeChanges at_hand = changes;
+  at_hand.ranks = c.size();  // the parallel layout is re-derived for the ranks at hand
+  store.resume(at_hand, c.is_root(), [&](const ResumePoint& p) {
     std::unique_ptr<Trainer> next(new Trainer());
     next->lock_ = lock;
     next->setup(p.state.options, run_dir, comm, /*fresh=*/false);
@@ -171,7 +173,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, parallel::C
       MetricsLog::truncate(run_dir, p.state.step);
       fmt::print(stderr, "resuming {} from {} (step {}, {} rank{}, {})\n", run_dir, p.dir,
                  p.state.step, c.size(), c.size() > 1 ? "s" : "", p.threads_note);
-      if (!p.warning.empty()) fmt::print(stderr, "marin: warning: {}\n", p.warning);
+      for (const std::string& w : p.warnings) fmt::print(stderr, "marin: warning: {}\n", w);
     }
     t = std::move(next);
   });
