@@ -78,10 +78,11 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
 }
 
 // Besides the table's options that may change on resume: --resume itself, --help, the process's
-// --threads, and the testing aids (fault injection).
-const std::vector<std::string> kAlwaysAccepted = {"--resume",           "--help",
-                                                  "--threads",          "--inject-nan-grad",
-                                                  "--inject-nan-param", "--inject-inf-state"};
+// --threads and --progress-every, and the testing aids (fault injection).
+const std::vector<std::string> kAlwaysAccepted = {"--resume",          "--help",
+                                                  "--threads",         "--progress-every",
+                                                  "--inject-nan-grad", "--inject-nan-param",
+                                                  "--inject-inf-state"};
 
 // --resume applies the options the table lets change (OnResume) and refuses every other one by
 // name: a flag is never silently dropped. (Those a forecast binds are checked by the trainer,
