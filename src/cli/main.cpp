@@ -17,6 +17,7 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/threads.hpp"
 #include "parallel/comm.hpp"
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::map<CLI::App*, Runner> runners;
   int threads = 0;
+  double progress_every = 30;
   for (auto& c : cmds) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners[sub] = c.setup(*sub);
@@ -81,6 +83,14 @@ int main(int argc, char** argv) {
       sub->add_option("--threads", threads,
                       "compute threads of this process (default: the idle cores)")
           ->check(threads_range());
+    if (kHeavy.count(c.name))
+      sub->add_option("--progress-every", progress_every,
+                      "with stderr not a terminal (nohup, a batch job): a progress line (count, "
+                      "rate, ETA) every this many seconds; 0: none (on a terminal the line is "
+                      "redrawn in place)")
+          ->default_str("30")
+          ->type_name("SECONDS")
+          ->check(in_range<double>(0, 1e9));
   }
   try {
     app.parse(argc, argv);
@@ -101,6 +111,7 @@ int main(int argc, char** argv) {
     }
   }
   marin::kernels::set_compute_threads(threads_given ? threads_now : idle_cores(), threads_given);
+  marin::Progress::set_plain_interval(progress_every);
   // Under mpirun a failure on one rank must end every rank (the others may be waiting in a
   // collective for it): print this rank's message and abort the whole job.
   namespace parallel = marin::parallel;

@@ -78,10 +78,11 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
 }
 
 // Besides the table's options that may change on resume: --resume itself, --help, the process's
-// --threads, and the testing aids (fault injection).
-const std::vector<std::string> kAlwaysAccepted = {"--resume",           "--help",
-                                                  "--threads",          "--inject-nan-grad",
-                                                  "--inject-nan-param", "--inject-inf-state"};
+// --threads and --progress-every, and the testing aids (fault injection).
+const std::vector<std::string> kAlwaysAccepted = {"--resume",          "--help",
+                                                  "--threads",         "--progress-every",
+                                                  "--inject-nan-grad", "--inject-nan-param",
+                                                  "--inject-inf-state"};
 
 // --resume applies the options the table lets change (OnResume) and refuses every other one by
 // name: a flag is never silently dropped. (Those a forecast binds are checked by the trainer,
@@ -139,6 +140,8 @@ int run_train(const TrainCli& a) {
     refuse_unresumable(a);
     ResumeChanges changes;
     changes.edit = [&a](TrainOptions& o) { apply(a, o, /*only_given=*/true); };
+    for (const TrainOption& s : train_option_table())
+      if (s.flag && a.given(s.flag)) changes.given.push_back(s.flag);
     t = Trainer::resume(a.resume, nullptr, changes);
   } else if (!a.fork_from.empty()) {
     if (a.out.empty()) fail("--fork-from needs --out for the new run directory");

@@ -1,15 +1,18 @@
-// Terminal progress line (see progress.hpp).
+// The progress display (see progress.hpp).
 #include "core/progress.hpp"
 
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 
 namespace marin {
 
 namespace {
+
+std::atomic<double> g_plain_interval{30.0};
 
 std::string si(double v, const std::string& unit) {
   const char* prefix[] = {"", "k", "M", "G", "T"};
@@ -30,16 +33,32 @@ std::string clock(double s) {
 
 }  // namespace
 
-Progress::Progress(uint64_t total, std::string label, std::string unit)
+void Progress::set_plain_interval(double seconds) {
+  g_plain_interval = std::isfinite(seconds) && seconds > 0 ? seconds : 0.0;
+}
+
+double Progress::plain_interval() {
+  return g_plain_interval;
+}
+
+Progress::Progress(uint64_t total, std::string label, std::string unit, uint64_t start)
     : total_(total),
+      start_count_(start),
       label_(std::move(label)),
       unit_(std::move(unit)),
-      enabled_(::isatty(STDERR_FILENO) == 1),
+      tty_(::isatty(STDERR_FILENO) == 1),
+      enabled_(total > 0 && (tty_ || plain_interval() > 0)),
+      done_(start),
+      last_line_done_(start),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
 Progress::~Progress() {
   finish();
+}
+
+double Progress::rate_of(uint64_t done, double seconds) const {
+  return seconds > 0 && done > start_count_ ? double(done - start_count_) / seconds : 0.0;
 }
 
 std::string Progress::line(uint64_t done, double seconds) const {
@@ -48,19 +67,43 @@ std::string Progress::line(uint64_t done, double seconds) const {
   const int fill = static_cast<int>(frac * kWidth);
   std::string bar(fill, '#');
   bar.append(kWidth - fill, '.');
-  const double rate = seconds > 0 ? double(done) / seconds : 0.0;
+  const double rate = rate_of(done, seconds);
   const double eta = rate > 0 ? double(total_ - std::min(done, total_)) / rate : NAN;
-  return fmt::format("{} [{}] {:5.1f}% {}/s elapsed {} eta {}", label_, bar, frac * 100.0,
-                     si(rate, unit_), clock(seconds), clock(eta));
+  return fmt::format("{}{} [{}] {:5.1f}% {}/s elapsed {} eta {}{}", label_,
+                     unit_.empty() ? fmt::format(" {}/{}", done, total_) : "", bar, frac * 100.0,
+                     si(rate, unit_), clock(seconds), clock(eta), detail_);
+}
+
+std::string Progress::plain_line(uint64_t done, double seconds) const {
+  const double frac = total_ ? std::min(1.0, double(done) / double(total_)) : 1.0;
+  const double rate = rate_of(done, seconds);
+  const double eta = rate > 0 ? double(total_ - std::min(done, total_)) / rate : NAN;
+  // Plain counts as they are ("40/100"); a unit in SI form ("12.3 MB/40.0 MB").
+  const std::string counts = unit_.empty()
+                                 ? fmt::format("{}/{}", done, total_)
+                                 : si(double(done), unit_) + "/" + si(double(total_), unit_);
+  return fmt::format("{} {} ({:.1f}%) | {}/s | elapsed {} | ETA {}{}", label_, counts, frac * 100.0,
+                     unit_.empty() ? fmt::format("{:.3g}", rate) : si(rate, unit_), clock(seconds),
+                     clock(eta), detail_);
 }
 
 void Progress::draw_locked(bool force) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
-  last_draw_ = now;
   const double s = std::chrono::duration<double>(now - start_).count();
-  std::fprintf(stderr, "\r%s\x1b[K", line(done_, s).c_str());
+  if (tty_) {
+    if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    std::fprintf(stderr, "\r%s\x1b[K", line(done_, s).c_str());
+  } else {
+    const double every = plain_interval();
+    if (!force && (every <= 0 || std::chrono::duration<double>(now - last_draw_).count() < every))
+      return;
+    last_draw_ = now;
+    last_line_done_ = done_;
+    ++lines_;
+    std::fprintf(stderr, "%s\n", plain_line(done_, s).c_str());
+  }
   std::fflush(stderr);
 }
 
@@ -78,14 +121,29 @@ void Progress::add(uint64_t n) {
   draw_locked(false);
 }
 
+void Progress::set_detail(std::string detail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  detail_ = std::move(detail);
+}
+
+void Progress::line_now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  draw_locked(true);
+}
+
 void Progress::finish() {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
   if (!enabled_) return;
-  draw_locked(true);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
+  if (tty_) {
+    draw_locked(true);
+    std::fputc('\n', stderr);
+    std::fflush(stderr);
+  } else if (lines_ > 0 && done_ != last_line_done_) {
+    draw_locked(true);  // a log that had lines gets the last one
+  }
 }
 
 }  // namespace marin

@@ -80,7 +80,7 @@ struct EvalOptions {
   bool skip_empty = false;      // an empty domain is skipped with a warning instead of an error
   const NgramIndex* index = nullptr;  // training n-grams: enables the audit (needs corpus)
   double threshold = 0.0;             // contaminated when overlap fraction > threshold
-  bool progress = true;               // progress line on stderr (a terminal only)
+  bool progress = true;               // progress on stderr (plain lines off a terminal)
   parallel::Comm* group = nullptr;    // ranks that split the documents (null: this process)
 };
 

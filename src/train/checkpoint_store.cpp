@@ -2,11 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <numeric>
 
 #include "core/error.hpp"
 #include "kernels/threads.hpp"
 #include "train/run_state_check.hpp"
+#include "train/step_engine.hpp"
 #include "train/train_option_table.hpp"
 
 namespace marin {
@@ -31,6 +34,37 @@ std::string resume_threads(const std::string& ckpt_dir, int recorded, std::strin
   return fmt::format(
       "{} compute thread{}{}", now, now > 1 ? "s" : "",
       recorded > 0 && !kernels::compute_threads_chosen() ? ", the checkpoint's" : "");
+}
+
+// The settings that depend on the rank count, fitted to `ranks` (ResumeChanges::ranks): the
+// expert split (re-derived unless given; `warnings` gets a line when it changes) and the batch's
+// split over the ranks (fixed by the run: refused). Every failure is a SettingsError.
+void fit_to_ranks(TrainOptions& o, bool ep_given, int ranks, std::vector<std::string>& warnings) {
+  const int experts = o.model.num_experts;
+  const auto fits = [&](int ep) { return ep >= 1 && ranks % ep == 0 && experts % ep == 0; };
+  if (!fits(o.ep)) {
+    if (ep_given)
+      throw SettingsError(fmt::format(
+          "--ep {} must be at least 1 and divide the number of ranks ({}) and num_experts ({})",
+          o.ep, ranks, experts));
+    // The largest split not above the stored one that these ranks and experts allow.
+    const int g = std::gcd(ranks, experts);
+    int ep = std::clamp(o.ep, 1, std::max(g, 1));
+    while (ep > 1 && g % ep != 0) --ep;
+    warnings.push_back(fmt::format(
+        "--ep {} of the checkpoint does not divide {} rank{}{}; resuming with --ep {}", o.ep, ranks,
+        ranks == 1 ? "" : "s",
+        o.ep >= 1 && experts % o.ep != 0 ? fmt::format(" and num_experts ({})", experts) : "", ep));
+    o.ep = ep;
+  }
+  TrainOptions shaped = o;
+  try {
+    StepEngine::check_shape(shaped, ranks);
+  } catch (const SettingsError&) {
+    throw;
+  } catch (const Error& e) {
+    throw SettingsError(e.what());
+  }
 }
 
 }  // namespace
@@ -68,6 +102,11 @@ void CheckpointStore::resume(const ResumeChanges& changes, bool root,
     try {
       start(resume_point(ckpt, changes));
       return;
+    } catch (const SettingsError& e) {
+      // Not the checkpoint's fault: an older one would not do better (or would silently lose
+      // the steps after it), so the resume stops here.
+      fail("{}: cannot resume from {}: {} (a setting, not damage: no older checkpoint is tried)",
+           run_dir_, ckpt, e.what());
     } catch (const Error& e) {
       if (newest_error.empty()) newest_error = e.what();
       if (root) fmt::print(stderr, "marin: warning: skipping checkpoint {}: {}\n", ckpt, e.what());
@@ -82,19 +121,28 @@ ResumePoint CheckpointStore::resume_point(const std::string& ckpt, const ResumeC
   p.state = read_run_state(ckpt);
   RunState& st = p.state;
   check_run_state(ckpt, st);
-  p.threads_note = resume_threads(ckpt, st.threads, p.warning);
+  std::string threads_warning;
+  p.threads_note = resume_threads(ckpt, st.threads, threads_warning);
+  if (!threads_warning.empty()) p.warnings.push_back(threads_warning);
   st.options.time_limit_s = 0;  // each invocation's own (--time-limit, applied by the edit)
   const TrainOptions before = st.options;
   if (changes.edit) changes.edit(st.options);
   if (!st.options.forecast.empty())
     for (const TrainOption& s : train_option_table())
       if (s.on_resume == OnResume::NotWithForecast && s.get(st.options) != s.get(before))
-        fail("{} cannot change on --resume of a run tracked against a forecast ({}: it binds them)",
-             s.flag, st.options.forecast);
+        throw SettingsError(fmt::format(
+            "{} cannot change on --resume of a run tracked against a forecast ({}: it binds them)",
+            s.flag, st.options.forecast));
   if (st.options.steps != before.steps) {
     if (st.options.steps < st.step)
-      fail("--steps {}: {} has already done {} steps", st.options.steps, ckpt, st.step);
+      throw SettingsError(
+          fmt::format("--steps {}: {} has already done {} steps", st.options.steps, ckpt, st.step));
     st.options.optim.total_steps = st.options.steps;  // the schedule's horizon moves with it
+  }
+  if (changes.ranks > 0) {
+    const bool ep_given =
+        std::find(changes.given.begin(), changes.given.end(), "--ep") != changes.given.end();
+    fit_to_ranks(st.options, ep_given, changes.ranks, p.warnings);
   }
   if (st.options.transport != before.transport || st.options.waves != before.waves ||
       st.options.ep != before.ep) {

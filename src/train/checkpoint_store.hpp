@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "model/model.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/train_options.hpp"
@@ -21,7 +22,16 @@ struct ResumePoint {
   RunState state;            // its step, options (changed), data position and lineage
   bool restore_data = true;  // the data position carries over (a fork with other data: false)
   std::string threads_note;  // resume: the compute threads, for the resume line
-  std::string warning;       // resume: a thread count that breaks bit-identity ("" none)
+  // resume: a thread count that breaks bit-identity, an --ep re-derived for the ranks at hand
+  std::vector<std::string> warnings;
+};
+
+// A resume refused for a setting — an option given with --resume, or one the ranks at hand
+// cannot run (--batch over the rank count, an explicit --ep) — not for damage to the checkpoint:
+// an older checkpoint would be refused the same way, or worse taken with steps silently lost, so
+// CheckpointStore::resume stops at once instead of trying it.
+struct SettingsError : Error {
+  using Error::Error;
 };
 
 class CheckpointStore {
@@ -54,14 +64,20 @@ class CheckpointStore {
   // marin::Error ("no complete checkpoint to resume from") when the run has none.
   void require_checkpoint() const;
   // --resume: start(point) for the newest checkpoint whose state passes every check
-  // (run_state_check.hpp) and from which start() does not throw; each rejected one is named with
-  // its reason on stderr (when `root`), and none passing is an error naming the newest's reason.
-  // The checks read the same files on every rank, so every rank settles on the same checkpoint.
+  // (run_state_check.hpp) and from which start() does not throw; each one skipped for its
+  // integrity (checksums, non-finite values, unreadable or missing files, a bad state file) is
+  // named with its reason on stderr (when `root`), and none passing is an error naming the
+  // newest's reason. A SettingsError (from resume_point or start) is never skipped: it is an
+  // error at once naming the checkpoint and the option. The checks read the same files on every
+  // rank, so every rank settles on the same checkpoint.
   void resume(const ResumeChanges& changes, bool root,
               const std::function<void(const ResumePoint&)>& start) const;
   // The state a resume from `ckpt` goes on with: checked, `changes` applied (those a forecast
   // binds refused, a switch of transport or expert split recorded in the lineage); sets the
-  // compute threads to the checkpoint's unless chosen.
+  // compute threads to the checkpoint's unless chosen. With changes.ranks, the parallel layout
+  // is re-derived for that rank count: a stored --ep that does not divide it falls back to the
+  // largest divisor of gcd(ranks, num_experts) not above it (a warning says so), unless --ep is
+  // among changes.given; a batch that cannot split over the ranks is a SettingsError.
   static ResumePoint resume_point(const std::string& ckpt, const ResumeChanges& changes);
   // The state a new run forked from `ckpt` with options `changed` starts with (a fork cannot
   // change the model's shape); its lineage names the parent.

@@ -133,7 +133,8 @@ std::vector<TrainOption> make_table() {
      MEMBER(max_bad_steps)},
     {.flag = "--time-limit", .key = nullptr, .kind = O::Real, .lo = 0, .hi = 1e9,
      .on_resume = kYes,
-     .help = "stop with a checkpoint after this many seconds of this invocation (0: none)",
+     .help = "stop with a checkpoint after this many seconds of this invocation, counted from "
+             "the end of its first step (its warm-up is not counted; 0: none)",
      MEMBER(time_limit_s)},
     {.flag = "--forecast", .key = "/forecast", .kind = O::Text, .optional = true,
      .help = "forecast.json (marin forecast) to score this run against", MEMBER(forecast)},

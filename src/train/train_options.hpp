@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/config.hpp"
 #include "model/moe/drop_rule.hpp"
@@ -79,6 +80,11 @@ struct TrainOptions {
 // run switched transport mid-run from a checkpoint).
 struct ResumeChanges {
   std::function<void(TrainOptions&)> edit;
+  // The flags given with --resume ("--ep"): a given --ep is used as it is (or refused), never
+  // re-derived for the rank count.
+  std::vector<std::string> given;
+  // The ranks the run goes on at (Trainer::resume sets its communicator's); 0: not checked.
+  int ranks = 0;
 };
 
 // A quarter of the batch when 4 divides it (else a half, else the whole batch): 4 micro-batches,

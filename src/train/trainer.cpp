@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "data/batch_factory.hpp"
 #include "kernels/threads.hpp"
@@ -43,29 +44,19 @@ class StopSignals {
   std::vector<void (*)(int)> old_;
 };
 
-std::string format_duration(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  const int64_t t = int64_t(s);
-  if (t >= 3600) return fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60);
-  if (t >= 60) return fmt::format("{}m{:02d}s", t / 60, t % 60);
-  return fmt::format("{}s", t);
-}
-
-// The progress line of a step on stderr (rank 0): rewritten in place on a terminal, else every
-// 10 steps, at the end and at each validation.
-struct Progress {
-  bool tty = false, root = false;
-  int64_t first_step = 0, steps = 0, tokens_per_step = 0;
-  void print(int64_t step, double loss, double dt, double elapsed, const std::string& valid) {
-    const double rate = double(step - first_step) / elapsed;
-    if (tty) {
-      fmt::print(stderr, "\rstep {}/{} | loss {:.4f} | {:.0f} tok/s | {} elapsed | ETA {}{}   ",
-                 step, steps, loss, double(tokens_per_step) / dt, format_duration(elapsed),
-                 format_duration(double(steps - step) / rate), valid);
-    } else if (root && (step % 10 == 0 || step == steps || !valid.empty())) {
-      fmt::print(stderr, "step {}/{} loss {:.4f} {:.0f} tok/s{}\n", step, steps, loss,
-                 double(tokens_per_step) / dt, valid);
-    }
+// The progress of the steps on stderr (rank 0; core/progress.hpp): redrawn in place on a
+// terminal, else a plain line every --progress-every seconds, at each validation and at the end.
+struct StepProgress {
+  Progress bar;
+  int64_t tokens_per_step = 0;
+  StepProgress(bool root, int64_t first_step, int64_t steps, int64_t tokens)
+      : bar(root ? uint64_t(steps) : 0, "train step", "", uint64_t(first_step)),
+        tokens_per_step(tokens) {}
+  void print(int64_t step, double loss, double dt, const std::string& valid) {
+    bar.set_detail(fmt::format(" | {} tokens | loss {:.4f} | {:.0f} tok/s{}",
+                               step * tokens_per_step, loss, double(tokens_per_step) / dt, valid));
+    bar.update(uint64_t(step));
+    if (!valid.empty()) bar.line_now();  // a validation always gets its line
   }
 };
 
@@ -162,7 +153,9 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, parallel::C
   std::shared_ptr<RunLock> lock;
   if (c.is_root()) lock = claim_run_dir(run_dir, /*fresh=*/false, /*overwrite=*/false);
   std::unique_ptr<Trainer> t;
-  store.resume(changes, c.is_root(), [&](const ResumePoint& p) {
+  ResumeChanges at_hand = changes;
+  at_hand.ranks = c.size();  // the parallel layout is re-derived for the ranks at hand
+  store.resume(at_hand, c.is_root(), [&](const ResumePoint& p) {
     std::unique_ptr<Trainer> next(new Trainer());
     next->lock_ = lock;
     next->setup(p.state.options, run_dir, comm, /*fresh=*/false);
@@ -171,7 +164,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, parallel::C
       MetricsLog::truncate(run_dir, p.state.step);
       fmt::print(stderr, "resuming {} from {} (step {}, {} rank{}, {})\n", run_dir, p.dir,
                  p.state.step, c.size(), c.size() > 1 ? "s" : "", p.threads_note);
-      if (!p.warning.empty()) fmt::print(stderr, "marin: warning: {}\n", p.warning);
+      for (const std::string& w : p.warnings) fmt::print(stderr, "marin: warning: {}\n", w);
     }
     t = std::move(next);
   });
@@ -254,10 +247,9 @@ void Trainer::finish_step(StepResult& r, double dt, TrainResult& res) {
   for (auto& h : hooks_) h->after_metrics(*this);
 }
 
-bool Trainer::stop_if_asked(double elapsed, TrainResult& res) {
+bool Trainer::stop_if_asked(bool out_of_time, TrainResult& res) {
   // Stop together: a signal may reach only some ranks, and each rank's clock differs.
-  int stop[3] = {g_signal.load(), opt_.time_limit_s > 0 && elapsed >= opt_.time_limit_s,
-                 !metrics_->error().empty()};
+  int stop[3] = {g_signal.load(), out_of_time, !metrics_->error().empty()};
   comm_->allreduce(stop, 3, parallel::Op::Max);
   if (!stop[0] && !stop[1] && !stop[2]) return false;
   res.last_checkpoint = save_checkpoint();
@@ -289,23 +281,22 @@ TrainResult Trainer::run() {
                                       {"comm", comm_->backend()}})
                               .dump(2) +
                           "\n");
-  Progress progress{is_root() && isatty(fileno(stderr)), is_root(), step_, opt_.steps,
-                    int64_t(opt_.batch) * opt_.model.seq_len};
+  StepProgress progress(is_root(), step_, opt_.steps, int64_t(opt_.batch) * opt_.model.seq_len);
+  TimeLimit time_limit(opt_.time_limit_s);
   Timer wall;
   bad_in_row_ = 0;
   while (step_ < opt_.steps) {
     Timer t;
     StepResult r = train_step();
     finish_step(r, t.seconds(), res);
-    const double elapsed = wall.seconds();
     progress.print(
-        step_, r.loss.loss, r.metrics["step_seconds"].get<double>(), elapsed,
+        step_, r.loss.loss, r.metrics["step_seconds"].get<double>(),
         r.metrics.contains("valid_ce") ? fmt::format(" | valid {:.4f}", res.last_valid_ce) : "");
-    if (stop_if_asked(elapsed, res)) break;
+    if (stop_if_asked(time_limit.step_done(wall.seconds()), res)) break;
     if (due_at(step_, opt_.ckpt_every, opt_.steps) || due_at(step_, opt_.keep_every, 0, false))
       res.last_checkpoint = save_checkpoint();
   }
-  if (progress.tty) fmt::print(stderr, "\n");
+  progress.bar.finish();
   for (auto& h : hooks_) h->at_end(*this, res);
   res.steps_done = step_;
   return res;

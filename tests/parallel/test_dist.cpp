@@ -4,8 +4,8 @@
 // loads differ) reported — and, since gradients are summed exactly, bit-identical final weights;
 // resume N → N and N → M; a killed rank ends the job and resume loses nothing; an error ends every
 // rank; eval and score agree. Expert parallelism (--ep): EP 2, EP 4 and DP 2 × EP 2 equal the
-// one-process run, resume changes P and N, the pooled → dropless switch, a killed rank mid
-// all-to-all.
+// one-process run, resume changes P and N (and re-derives P for the ranks at hand), the pooled →
+// dropless switch, a killed rank mid all-to-all.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -624,6 +624,30 @@ TEST(ExpertParallel, ResumeChangesTheExpertSplitAndTheRankCount) {
       EXPECT_EQ(run["lineage"]["switches"][0]["from_ep"], 2);
     }
   }
+  // Without MPI and without --ep: the layout is re-derived for the one process (EP 2 does not
+  // divide 1 rank → EP 1), said in one line, and the run ends bit-identical to the
+  // uninterrupted one. An --ep given that the ranks cannot run is an error naming it and the
+  // checkpoint, never a skip to an older checkpoint.
+  const std::string plain = tmp.str("to-plain");
+  fs::copy(tmp.str("dp2ep2"), plain, fs::copy_options::recursive);
+  rewind(plain, 6);
+  r = marin::testing::run_shell("OMP_NUM_THREADS=1 " + std::string(MARIN_BIN) + " train --resume " +
+                                plain + " --ep 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot resume from " + plain + "/checkpoints/step-00000006: --ep 2 must"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("skipping checkpoint"), std::string::npos) << r.out;
+  r = marin::testing::run_shell("OMP_NUM_THREADS=1 " + std::string(MARIN_BIN) + " train --resume " +
+                                plain);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("marin: warning: --ep 2 of the checkpoint does not divide 1 rank; resuming "
+                       "with --ep 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("skipping checkpoint"), std::string::npos) << r.out;
+  EXPECT_TRUE(final_weights(tmp.str("one")) == final_weights(plain));
+  EXPECT_EQ(json::parse(marin::read_file(plain + "/run.json"))["options"]["ep"], 1);
 }
 
 TEST(ExpertParallel, PooledToDroplessSwitchOnResume) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "cli_util.hpp"
+#include "core/fileio.hpp"
 #include "data/batch_factory.hpp"
 #include "kernels/threads.hpp"
 #include "train/checkpoint_store.hpp"
@@ -141,4 +142,98 @@ TEST(CheckpointStore, ResumeAppliesChangesAndForkKeepsTheShape) {
               marin::CheckpointStore::fork_point(four, changed);
             }).find("a fork cannot change the model's shape"),
             std::string::npos);
+}
+
+// A setting the resume cannot run with (an option given with it, or the ranks at hand) is not
+// damage: the resume stops at the newest checkpoint, naming it and the option, and never falls
+// back to an older one (which would silently drop the steps after it).
+TEST(CheckpointStore, ASettingsErrorIsNotSkippedForAnOlderCheckpoint) {
+  Fixture f;
+  const marin::CheckpointStore store(f.tmp.str("run"));
+  store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 2);
+  const std::string six = store.write(f.state(6), *f.table, f.params.data(), f.m, f.v, 2);
+  std::vector<std::string> tried;
+  const auto start = [&](const marin::ResumePoint& p) { tried.push_back(p.dir); };
+  // --batch 4 is 4 micro-batches of 1 row: 3 ranks cannot share them.
+  marin::ResumeChanges three;
+  three.ranks = 3;
+  std::string e = error_of([&] { store.resume(three, false, start); });
+  EXPECT_NE(e.find("cannot resume from " + six), std::string::npos) << e;
+  EXPECT_NE(e.find("--batch 4 cannot be split over 3 ranks"), std::string::npos) << e;
+  EXPECT_NE(e.find("no older checkpoint is tried"), std::string::npos) << e;
+  EXPECT_TRUE(tried.empty());
+  // An --ep given with --resume is used as given, or refused by name.
+  marin::ResumeChanges ep;
+  ep.ranks = 1;
+  ep.given = {"--ep"};
+  ep.edit = [](marin::TrainOptions& o) { o.ep = 2; };
+  e = error_of([&] { store.resume(ep, false, start); });
+  EXPECT_NE(e.find("cannot resume from " + six), std::string::npos) << e;
+  EXPECT_NE(e.find("--ep 2 must be at least 1 and divide the number of ranks (1)"),
+            std::string::npos)
+      << e;
+  EXPECT_TRUE(tried.empty());
+  // --steps below the newest checkpoint's step is the user's setting, not the checkpoint's fault.
+  marin::ResumeChanges fewer;
+  fewer.edit = [](marin::TrainOptions& o) { o.steps = 5; };
+  e = error_of([&] { store.resume(fewer, false, start); });
+  EXPECT_NE(e.find("--steps 5: " + six + " has already done 6 steps"), std::string::npos) << e;
+  EXPECT_TRUE(tried.empty());
+  // A SettingsError from the start (the trainer's set-up) stops the resume the same way.
+  e = error_of([&] {
+    store.resume({}, false, [&](const marin::ResumePoint& p) {
+      tried.push_back(p.dir);
+      throw marin::SettingsError("--eval-domains-every needs --ep 1");
+    });
+  });
+  EXPECT_EQ(tried, std::vector<std::string>{six});
+  EXPECT_NE(e.find("cannot resume from " + six + ": --eval-domains-every"), std::string::npos) << e;
+}
+
+TEST(CheckpointStore, TheExpertSplitIsReDerivedForTheRanksAtHand) {
+  Fixture f;
+  const marin::CheckpointStore store(f.tmp.str("run"));
+  f.o.ep = 4;                           // as written by a run at 4 (or 8) ranks; tiny has 8 experts
+  f.o.batch = 24, f.o.micro_batch = 1;  // 24 micro-batches: 1, 2, 6 and 8 ranks share them
+  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 0);
+  marin::ResumeChanges at;
+  at.ranks = 1;
+  marin::ResumePoint p = marin::CheckpointStore::resume_point(four, at);
+  EXPECT_EQ(p.state.options.ep, 1);
+  ASSERT_FALSE(p.warnings.empty());
+  EXPECT_EQ(p.warnings.back(),
+            "--ep 4 of the checkpoint does not divide 1 rank; resuming with --ep 1");
+  // The switch is recorded like a chosen one.
+  ASSERT_EQ(p.state.lineage["switches"].size(), 1u);
+  EXPECT_EQ(p.state.lineage["switches"][0]["from_ep"], 4);
+  EXPECT_EQ(p.state.lineage["switches"][0]["ep"], 1);
+  // 6 ranks, 8 experts: the largest divisor of gcd(6, 8) = 2 not above 4.
+  at.ranks = 6;
+  p = marin::CheckpointStore::resume_point(four, at);
+  EXPECT_EQ(p.state.options.ep, 2);
+  // A stored split the ranks allow is kept, without a word.
+  at.ranks = 8;
+  p = marin::CheckpointStore::resume_point(four, at);
+  EXPECT_EQ(p.state.options.ep, 4);
+  EXPECT_TRUE(p.state.lineage.is_null() || !p.state.lineage.contains("switches"));
+  // The resume takes the newest checkpoint with the re-derived split.
+  at.ranks = 2;
+  std::vector<int> eps;
+  store.resume(at, false, [&](const marin::ResumePoint& q) { eps.push_back(q.state.options.ep); });
+  EXPECT_EQ(eps, std::vector<int>{2});
+}
+
+// Integrity is still what falls back: a damaged newest checkpoint is skipped with the ranks
+// given too.
+TEST(CheckpointStore, ADamagedCheckpointStillFallsBackWithTheRanksGiven) {
+  Fixture f;
+  const marin::CheckpointStore store(f.tmp.str("run"));
+  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 2);
+  const std::string six = store.write(f.state(6), *f.table, f.params.data(), f.m, f.v, 2);
+  marin::write_file_atomic(six + "/state.json", "{");
+  marin::ResumeChanges at;
+  at.ranks = 2;
+  std::vector<std::string> tried;
+  store.resume(at, false, [&](const marin::ResumePoint& p) { tried.push_back(p.dir); });
+  EXPECT_EQ(tried, std::vector<std::string>{four});
 }

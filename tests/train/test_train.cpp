@@ -13,7 +13,9 @@
 
 #include "cli_util.hpp"
 #include "core/fileio.hpp"
+#include "core/progress.hpp"
 #include "train/run_checkpoint.hpp"
+#include "train/trainer.hpp"
 
 using marin::testing::final_weights;
 using marin::testing::metrics;
@@ -287,4 +289,76 @@ TEST(Train, FromTextWithPerDomainEvaluation) {
           " --out " + tmp.str("bad"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("hash"), std::string::npos) << r.out;
+}
+
+// Off a terminal (nohup, a batch job) progress is a plain line every --progress-every seconds:
+// the count and total, the rate and the ETA (train: also the tokens and the loss).
+TEST(Train, ProgressIsPlainLinesOffATerminal) {
+  {
+    const marin::Progress p(100, "train step", "", 10);  // a resumed run: 10 steps before
+    // 30 steps in 49 s: 0.612 steps/s, 60 to go: ETA 98 s.
+    EXPECT_EQ(p.plain_line(40, 49.0),
+              "train step 40/100 (40.0%) | 0.612/s | elapsed 00:49 | ETA 01:38");
+    const marin::Progress b(2000000, "tokenize", "B");
+    EXPECT_EQ(b.plain_line(500000, 10.0),
+              "tokenize 500.0 kB/2.0 MB (25.0%) | 50.0 kB/s | elapsed 00:10 | ETA 00:30");
+  }
+  // The class at a tiny interval, stderr captured (not a terminal): a line per update.
+  const double every = marin::Progress::plain_interval();
+  EXPECT_EQ(every, 30.0);  // the default
+  marin::Progress::set_plain_interval(1e-9);
+  ::testing::internal::CaptureStderr();
+  {
+    marin::Progress p(3, "eval web", "");
+    p.set_detail(" | more");
+    for (uint64_t i = 1; i <= 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      p.update(i);
+    }
+  }
+  const std::string lines = ::testing::internal::GetCapturedStderr();
+  marin::Progress::set_plain_interval(every);
+  EXPECT_NE(lines.find("eval web 1/3 (33.3%) | "), std::string::npos) << lines;
+  EXPECT_NE(lines.find("eval web 3/3 (100.0%) | "), std::string::npos) << lines;
+  EXPECT_NE(lines.find(" | ETA 00:00 | more\n"), std::string::npos) << lines;
+  EXPECT_EQ(lines.find('\r'), std::string::npos) << lines;
+  EXPECT_EQ(marin::Progress(0, "off").enabled(), false);  // a total of 0 shows nothing
+
+  // The binary, its stderr a pipe.
+  TempDir tmp("progress");
+  write_rows(tmp.str("rows.bin"), 48);
+  const std::string args = "train --preset tiny --batch 4 --steps 3 --rows " + tmp.str("rows.bin");
+  auto r = run(args + " --progress-every 0.001 --out " + tmp.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* want : {"train step 1/3 (33.3%) | ", "train step 3/3 (100.0%) | ", " | ETA ",
+                           " | 768 tokens | loss "})  // 3 steps × 4 rows × 64
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  r = run(args + " --progress-every 0 --out " + tmp.str("quiet"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("train step"), std::string::npos) << r.out;
+  // A process setting: --resume accepts it.
+  r = run("train --resume " + tmp.str("run") + " --steps 4 --progress-every 0.001");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("train step 4/4 (100.0%) | "), std::string::npos) << r.out;
+}
+
+// --time-limit counts from the end of the first step: its warm-up (18–27 s on a 2-vCPU
+// machine) no longer eats a short limit.
+TEST(Train, TheTimeLimitCountsFromTheFirstCompletedStep) {
+  marin::TimeLimit limit(5);
+  EXPECT_FALSE(limit.step_done(25.0));  // the first step, however long it took
+  EXPECT_FALSE(limit.step_done(26.0));
+  EXPECT_FALSE(limit.step_done(29.9));
+  EXPECT_TRUE(limit.step_done(30.0));  // 5 s after the first step completed
+  marin::TimeLimit none(0);
+  for (double t : {1.0, 100.0, 1e6}) EXPECT_FALSE(none.step_done(t));
+  // A limit shorter than any step: the run still does its first step and one more.
+  TempDir tmp("time-limit");
+  write_rows(tmp.str("rows.bin"), 48);
+  auto r = run("train" + kBase + " --rows " + tmp.str("rows.bin") + " --time-limit 0.001 --out " +
+               tmp.str("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("time limit reached"), std::string::npos) << r.out;
+  EXPECT_EQ(metrics(tmp.str("run")).size(), 2u);
+  EXPECT_EQ(marin::read_run_state(*marin::latest_checkpoint(tmp.str("run"))).step, 2);
 }
