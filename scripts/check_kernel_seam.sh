@@ -13,7 +13,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-# Arguments: other files to check instead (the test of the check itself, tests/seam/).
+# Arguments: other files to check instead (the test of the check itself, tests/checks/kernel_seam_violations.cpp.txt).
 if [ "$#" -gt 0 ]; then
   files="$*"
 else
