@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,49 @@ std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
+}
+
+// A word of a printed command: as it is when the shell reads it so, else quoted.
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                       "QRSTUVWXYZ0123456789_-./=,:+@%") == std::string::npos;
+  return plain ? s : shell_quote(s);
+}
+
+// The command that trains the target as the forecast binds it: the model as --preset/--config
+// with --set for what differs, the bound options, the ladder's data and --forecast. A mixture is
+// embedded in a ladder's options, not named by a file, so it is written beside the forecast
+// (FORECAST.mixture.json) for --data.
+std::string target_command(const ForecastCli& a, const scaling::ForecastOptions& o,
+                           const scaling::Forecast& f) {
+  const scaling::ForecastTarget& tg = f.inputs.target;
+  const std::vector<std::string> presets = ModelConfig::preset_names();
+  const bool preset = std::find(presets.begin(), presets.end(), o.target_name) != presets.end();
+  const ModelConfig base =
+      preset ? ModelConfig::preset(o.target_name) : ModelConfig::from_toml_file(o.target_name);
+  std::string cmd =
+      fmt::format("marin train {} {}", preset ? "--preset" : "--config", shell_word(o.target_name));
+  for (const std::string& kv : o.target.overrides_from(base)) cmd += " --set " + shell_word(kv);
+  cmd += " " + tg.train_flags;
+  if (tg.options) {
+    const nlohmann::json& opt = *tg.options;
+    const nlohmann::json &data = opt.at("data"), &valid = opt.at("valid");
+    if (data.value("kind", "") == "rows") {
+      cmd += " --rows " + shell_word(data.at("path").get<std::string>());
+    } else if (data.value("kind", "") == "mixture") {
+      const std::string mixture = a.out + ".mixture.json";
+      write_file_atomic(mixture, data.at("mixture").dump(2) + "\n");
+      cmd += " --data " + shell_word(mixture) + " --token-dir " +
+             shell_word(data.at("tokens").get<std::string>());
+    }
+    if (valid.value("kind", "") == "rows")
+      cmd += " --valid-rows " + shell_word(valid.at("path").get<std::string>());
+    if (!opt.value("tokenizer", "").empty())
+      cmd += " --tokenizer " + shell_word(opt.at("tokenizer").get<std::string>());
+  }
+  return cmd + " --forecast " + shell_word(a.out) + " --out runs/" +
+         shell_word(fs::path(o.target_name).stem().string());
 }
 
 // marin forecast --score-canaries FORECAST: the canaries' registered forecasts against their
@@ -244,7 +288,7 @@ int run_forecast(const ForecastCli& a) {
   print_fits(f);
   print_summary(f);
   print_downstream(f);
-  fmt::print("wrote {}\n", a.out);
+  fmt::print("wrote {}\ntrain the target:\n  {}\n", a.out, target_command(a, o, f));
   if (!a.plot.empty()) plot_forecast(a);
   return 0;
 }

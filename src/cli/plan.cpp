@@ -238,6 +238,7 @@ int run_plan(const PlanOptions& o) {
   if (sized)
     j["sized"] = {{"target_params", parse_param_count(o.target_params, "--target-params")},
                   {"relative_error", sized->relative_error},
+                  {"preset", sized->base},
                   {"sets", sized->sets}};
   if (cluster) {
     cluster->set_steps(steps);
@@ -248,8 +249,10 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   if (sized) {
-    fmt::print("model          sized to {} total parameters ({:+.1f} %): --preset d512 --set {}\n",
-               o.target_params, 100 * sized->relative_error, fmt::join(sized->sets, " --set "));
+    std::string flags = "--preset " + sized->base;
+    for (const std::string& kv : sized->sets) flags += " --set " + kv;
+    fmt::print("model          sized to {} total parameters ({:+.1f} %): {}\n", o.target_params,
+               100 * sized->relative_error, flags);
   } else {
     fmt::print("model          {}\n", o.model.preset.empty() ? o.model.config : o.model.preset);
   }

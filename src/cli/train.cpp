@@ -39,12 +39,7 @@ void apply(const TrainCli& a, TrainOptions& o, bool only_given) {
   if (want("--preset") || want("--config") || want("--set")) {
     if (!only_given || a.given("--set")) {
       ModelConfig c = only_given ? o.model : a.model.resolve();
-      if (only_given)
-        for (auto& kv : a.model.sets) {
-          auto eq = kv.find('=');
-          if (eq == std::string::npos) fail("--set expects key=value, got '{}'", kv);
-          c.set(kv.substr(0, eq), kv.substr(eq + 1));
-        }
+      if (only_given) apply_overrides(c, a.model.sets);
       c.validate();
       o.model = c;
     }

@@ -148,6 +148,28 @@ void ModelConfig::set(const std::string& key, const std::string& value) {
   }
 }
 
+std::vector<std::string> ModelConfig::overrides_from(const ModelConfig& base) const {
+  const nlohmann::json mine = to_json(), theirs = base.to_json();
+  std::vector<std::string> out;
+  for (const std::string& key : field_names()) {  // seam: builds strings, no arithmetic
+    const nlohmann::json& v = mine.at(key);
+    if (theirs.contains(key) && theirs.at(key) == v) continue;
+    std::string text;
+    if (v.is_string()) {
+      text = v.get<std::string>();
+    } else if (v.is_array()) {   // sconv_sites: a comma-separated list, as set() reads it
+      for (const auto& e : v) {  // seam: joins strings
+        if (!text.empty()) text += ',';
+        text += e.get<std::string>();
+      }
+    } else {
+      text = v.dump();
+    }
+    out.push_back(key + "=" + text);
+  }
+  return out;
+}
+
 nlohmann::json ModelConfig::to_json() const {
   nlohmann::json j;
   ModelConfig copy = *this;

@@ -53,6 +53,8 @@ struct ModelConfig {
   void validate() const;
   // Sets one field from text ("hidden_dim=256", "sconv_sites=k,mlp"); unknown names are errors.
   void set(const std::string& key, const std::string& value);
+  // The "key=value" overrides (--set) that turn `base` into this config, in field order.
+  std::vector<std::string> overrides_from(const ModelConfig& base) const;
   nlohmann::json to_json() const;
   // `where` names the source (a file) in error messages. Unknown fields are errors; so is a
   // missing one unless `base` (a named preset) gives the fields left out.

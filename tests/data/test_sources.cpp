@@ -68,8 +68,8 @@ std::string sample_text(int lines, const std::string& tag) {
 TEST(ByteStream, GzipAndZstdFromTheSystemToolsReadBackByteForByteWithConcatenation) {
   TempDir t("src-codec");
   const std::string a = sample_text(40000, "alpha"), b = sample_text(30000, "beta");
-  testing::write_text(t.str("a"), a);
-  testing::write_text(t.str("b"), b);
+  marin::testing::write_text(t.str("a"), a);
+  marin::testing::write_text(t.str("b"), b);
   for (const std::string tool : {"gzip", "zstd"}) {
     const std::string ext = tool == "gzip" ? ".gz" : ".zst";
     compress(tool, t.str("a"), t.str("a" + ext));
@@ -94,29 +94,29 @@ TEST(ByteStream, GzipAndZstdFromTheSystemToolsReadBackByteForByteWithConcatenati
 
 TEST(ByteStream, TruncatedAndCorruptStreamsAreErrorsNamingTheFileAndOffset) {
   TempDir t("src-bad");
-  testing::write_text(t.str("a"), sample_text(20000, "gamma"));
+  marin::testing::write_text(t.str("a"), sample_text(20000, "gamma"));
   for (const std::string tool : {"gzip", "zstd"}) {
     const std::string ext = tool == "gzip" ? ".gz" : ".zst";
     compress(tool, t.str("a"), t.str("a" + ext));
     const std::string bytes = marin::read_file(t.str("a" + ext));
-    testing::write_text(t.str("cut" + ext), bytes.substr(0, bytes.size() / 2));
+    marin::testing::write_text(t.str("cut" + ext), bytes.substr(0, bytes.size() / 2));
     std::string e = error_of([&] { decoded(t.str("cut" + ext)); });
     EXPECT_NE(e.find(t.str("cut" + ext) + ": truncated " + tool + " stream"), std::string::npos)
         << e;
     // The last few bytes gone: the member's trailer / the frame's checksum is missing.
-    testing::write_text(t.str("tail" + ext), bytes.substr(0, bytes.size() - 3));
+    marin::testing::write_text(t.str("tail" + ext), bytes.substr(0, bytes.size() - 3));
     e = error_of([&] { decoded(t.str("tail" + ext)); });
     EXPECT_NE(e.find("truncated " + tool + " stream"), std::string::npos) << e;
     std::string bad = bytes;
     for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 64; ++i) bad[i] ^= 0x5a;
-    testing::write_text(t.str("bad" + ext), bad);
+    marin::testing::write_text(t.str("bad" + ext), bad);
     e = error_of([&] { decoded(t.str("bad" + ext)); });
     EXPECT_NE(e.find(t.str("bad" + ext) + ": corrupt " + tool + " stream near byte"),
               std::string::npos)
         << e;
     // Garbage after a complete gzip member is refused, not ignored.
     if (tool == "gzip") {
-      testing::write_text(t.str("trail.gz"), bytes + "junk");
+      marin::testing::write_text(t.str("trail.gz"), bytes + "junk");
       e = error_of([&] { decoded(t.str("trail.gz")); });
       EXPECT_NE(e.find("is not the start of another member"), std::string::npos) << e;
     }
@@ -125,13 +125,13 @@ TEST(ByteStream, TruncatedAndCorruptStreamsAreErrorsNamingTheFileAndOffset) {
 
 TEST(Jsonl, DottedTextFieldIdFieldAndCountedSkips) {
   TempDir t("src-jsonl");
-  testing::write_text(t.str("d.jsonl"),
-                      "{\"meta\": {\"body\": \"first\"}, \"doc\": {\"id\": \"a1\"}}\n"
-                      "\n"
-                      "{\"meta\": {\"body\": null}}\n"
-                      "{\"meta\": {}}\n"
-                      "{\"other\": 1}\n"
-                      "{\"meta\": {\"body\": \"second\"}, \"doc\": {\"id\": 7}}\n");
+  marin::testing::write_text(t.str("d.jsonl"),
+                             "{\"meta\": {\"body\": \"first\"}, \"doc\": {\"id\": \"a1\"}}\n"
+                             "\n"
+                             "{\"meta\": {\"body\": null}}\n"
+                             "{\"meta\": {}}\n"
+                             "{\"other\": 1}\n"
+                             "{\"meta\": {\"body\": \"second\"}, \"doc\": {\"id\": 7}}\n");
   marin::data::SourceOptions o;
   o.text_field = "meta.body";
   o.id_field = "doc.id";
@@ -211,27 +211,27 @@ TEST(Jsonl, TheFastPathDecidesAsTheRuleOrDeclines) {
 
 TEST(Jsonl, BadLinesAreErrorsNamingFileAndLine) {
   TempDir t("src-jsonl-bad");
-  testing::write_text(t.str("arr.jsonl"), "{\"text\": \"ok\"}\n[1, 2]\n");
+  marin::testing::write_text(t.str("arr.jsonl"), "{\"text\": \"ok\"}\n[1, 2]\n");
   std::string e = error_of([&] { documents(t.str("arr.jsonl")); });
   EXPECT_NE(e.find(t.str("arr.jsonl") + ":2: expected an object with a string field \"text\", "
                                         "found a JSON array"),
             std::string::npos)
       << e;
-  testing::write_text(t.str("num.jsonl"), "{\"text\": 5}\n");
+  marin::testing::write_text(t.str("num.jsonl"), "{\"text\": 5}\n");
   e = error_of([&] { documents(t.str("num.jsonl")); });
   EXPECT_NE(e.find(":1: expected an object with a string field \"text\", found a JSON number"),
             std::string::npos)
       << e;
-  testing::write_text(t.str("syntax.jsonl"), "{\"text\": \"a\"\n");
+  marin::testing::write_text(t.str("syntax.jsonl"), "{\"text\": \"a\"\n");
   e = error_of([&] { documents(t.str("syntax.jsonl")); });
   EXPECT_NE(e.find(t.str("syntax.jsonl") + ":1: not valid JSON"), std::string::npos) << e;
   // Invalid UTF-8: today's policy, an error naming the byte and column.
-  testing::write_text(t.str("latin1.jsonl"), "{\"text\": \"caf\xe9\"}\n");
+  marin::testing::write_text(t.str("latin1.jsonl"), "{\"text\": \"caf\xe9\"}\n");
   e = error_of([&] { documents(t.str("latin1.jsonl")); });
   EXPECT_NE(e.find(":1: not valid UTF-8 (byte 0xe9 at column 14)"), std::string::npos) << e;
   // A line longer than --max-doc-bytes names the file, the line and its offset.
-  testing::write_text(t.str("long.jsonl"),
-                      "{\"text\": \"a\"}\n{\"text\": \"" + std::string(5000, 'x') + "\"}\n");
+  marin::testing::write_text(t.str("long.jsonl"),
+                             "{\"text\": \"a\"}\n{\"text\": \"" + std::string(5000, 'x') + "\"}\n");
   marin::data::SourceOptions o;
   o.max_doc_bytes = 1000;
   e = error_of([&] { documents(t.str("long.jsonl"), o); });
@@ -243,17 +243,17 @@ TEST(Jsonl, BadLinesAreErrorsNamingFileAndLine) {
 
 TEST(TextSource, OneFileOneDocumentEmptyCountedBinaryRefused) {
   TempDir t("src-text");
-  testing::write_text(t.str("a.md"), "# Title\n\nbody\n");
+  marin::testing::write_text(t.str("a.md"), "# Title\n\nbody\n");
   auto docs = documents(t.str("a.md"));
   ASSERT_EQ(docs.size(), 1u);
   EXPECT_EQ(docs[0].text, "# Title\n\nbody\n");
-  testing::write_text(t.str("e.txt"), "");
+  marin::testing::write_text(t.str("e.txt"), "");
   std::map<std::string, uint64_t> skipped;
   EXPECT_TRUE(documents(t.str("e.txt"), {}, &skipped).empty());
   EXPECT_EQ(skipped, (std::map<std::string, uint64_t>{{"empty file", 1}}));
-  testing::write_text(t.str("e.jsonl"), "");
+  marin::testing::write_text(t.str("e.jsonl"), "");
   EXPECT_TRUE(documents(t.str("e.jsonl")).empty());
-  testing::write_text(t.str("bin.txt"), std::string("ab\0cd", 5));
+  marin::testing::write_text(t.str("bin.txt"), std::string("ab\0cd", 5));
   EXPECT_NE(error_of([&] {
               documents(t.str("bin.txt"));
             }).find("a NUL byte at decoded offset 2: a binary file, not text"),
@@ -270,7 +270,7 @@ TEST(TextSource, OneFileOneDocumentEmptyCountedBinaryRefused) {
 
 TEST(ReadDocuments, CompressedJsonlIsDecodedNotReadAsText) {
   TempDir t("src-readdocs");
-  testing::write_text(t.str("d.jsonl"), "{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
+  marin::testing::write_text(t.str("d.jsonl"), "{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
   compress("gzip", t.str("d.jsonl"), t.str("d.jsonl.gz"));
   compress("zstd", t.str("d.jsonl"), t.str("d.jsonl.zst"));
   const std::vector<std::string> want = {"one", "two"};
@@ -279,17 +279,17 @@ TEST(ReadDocuments, CompressedJsonlIsDecodedNotReadAsText) {
   // A directory: walked in sorted order, files of no known format passed over.
   fs::create_directories(t.str("dir/sub"));
   fs::copy_file(t.str("d.jsonl.zst"), t.str("dir/sub/b.jsonl.zst"));
-  testing::write_text(t.str("dir/a.txt"), "zero");
-  testing::write_text(t.str("dir/notes.csv"), "x,y");
+  marin::testing::write_text(t.str("dir/a.txt"), "zero");
+  marin::testing::write_text(t.str("dir/notes.csv"), "x,y");
   EXPECT_EQ(marin::read_documents({t.str("dir")}),
             (std::vector<std::string>{"zero", "one", "two"}));
 }
 
 TEST(Inputs, WalkIsSortedAndNamesSymlinkLoopsFifosAndDevices) {
   TempDir t("src-inputs");
-  testing::write_text(t.str("r/b/2.txt"), "x");
-  testing::write_text(t.str("r/a.txt"), "y");
-  testing::write_text(t.str("r/b/10.txt"), "z");
+  marin::testing::write_text(t.str("r/b/2.txt"), "x");
+  marin::testing::write_text(t.str("r/a.txt"), "y");
+  marin::testing::write_text(t.str("r/b/10.txt"), "z");
   fs::create_symlink("loop1", t.str("r/loop2"));
   fs::create_symlink("loop2", t.str("r/loop1"));
   ASSERT_EQ(::mkfifo(t.str("r/pipe.txt").c_str(), 0600), 0);
@@ -316,7 +316,7 @@ TEST(Inputs, WalkIsSortedAndNamesSymlinkLoopsFifosAndDevices) {
   // Unreadable files: as root, permissions do not stop a read, so this is checked only when the
   // test runs as another user.
   if (::geteuid() != 0) {
-    testing::write_text(t.str("secret.txt"), "s");
+    marin::testing::write_text(t.str("secret.txt"), "s");
     ::chmod(t.str("secret.txt").c_str(), 0);
     EXPECT_NE(error_of([&] { documents(t.str("secret.txt")); }).find("secret.txt"),
               std::string::npos);
@@ -386,8 +386,8 @@ TEST(TokenizeIn, EveryLayoutMakesTheDocumentsOfTheCorpusPathAndTrains) {
            if (!l.empty()) v.emplace_back(l);
          return v;
        }())
-    testing::write_text(t.str(fmt::format("tree/{:05d}.txt", i++)),
-                        marin::parse_json(line, "fixture")["text"].get<std::string>());
+    marin::testing::write_text(t.str(fmt::format("tree/{:05d}.txt", i++)),
+                               marin::parse_json(line, "fixture")["text"].get<std::string>());
   for (const std::string in : {"in.jsonl", "in.jsonl.gz", "in.jsonl.zst", "tree"}) {
     const std::string out = t.str("out-" + in);
     r = run("tokenize --tokenizer " + f.tok + " --in " + t.str(in) +
@@ -416,13 +416,15 @@ TEST(TokenizeIn, EveryLayoutMakesTheDocumentsOfTheCorpusPathAndTrains) {
 TEST(TokenizeIn, HubSplitsDomainFromDirSkipsAndWhatDidNotMatch) {
   Fixture f;
   const TempDir& t = f.t;
-  testing::write_text(t.str("hub/news/data/train-00000-of-00001.jsonl"),
-                      "{\"text\": \"a\"}\n{\"text\": null}\n{\"x\": 1}\n{\"text\": \"b\"}\n");
-  testing::write_text(t.str("hub/news/data/validation-00000-of-00001.jsonl"),
-                      "{\"text\": \"c\"}\n");
-  testing::write_text(t.str("hub/news/data/test-00000-of-00001.jsonl"), "{\"text\": \"d\"}\n");
-  testing::write_text(t.str("hub/web/doc.md"), "hello");
-  testing::write_text(t.str("hub/web/image.png"), "\x89PNG");
+  marin::testing::write_text(
+      t.str("hub/news/data/train-00000-of-00001.jsonl"),
+      "{\"text\": \"a\"}\n{\"text\": null}\n{\"x\": 1}\n{\"text\": \"b\"}\n");
+  marin::testing::write_text(t.str("hub/news/data/validation-00000-of-00001.jsonl"),
+                             "{\"text\": \"c\"}\n");
+  marin::testing::write_text(t.str("hub/news/data/test-00000-of-00001.jsonl"),
+                             "{\"text\": \"d\"}\n");
+  marin::testing::write_text(t.str("hub/web/doc.md"), "hello");
+  marin::testing::write_text(t.str("hub/web/image.png"), "\x89PNG");
   auto r = run("tokenize --tokenizer " + f.tok + " --in " + t.str("hub") +
                " --domain-from dir --valid-fraction 1 --out " + t.str("o"));
   ASSERT_EQ(r.code, 0) << r.out;

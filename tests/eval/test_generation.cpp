@@ -263,7 +263,7 @@ std::string task_file(const json& header, const std::vector<json>& docs) {
   const std::string path = ::testing::TempDir() + "gen_tiny.jsonl";
   std::string text = header.dump() + "\n";
   for (const json& d : docs) text += d.dump() + "\n";
-  testing::write_text(path, text);
+  marin::testing::write_text(path, text);
   return path;
 }
 

@@ -37,8 +37,8 @@ std::string task_yaml(const std::string& doc_to_text, const std::string& extra =
 }
 
 void write_docs(const TempDir& d) {
-  testing::write_text(d.str("docs.jsonl"),
-                      "{\"question\": \"Q?\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\n");
+  marin::testing::write_text(
+      d.str("docs.jsonl"), "{\"question\": \"Q?\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\n");
 }
 
 struct Outcome {
@@ -98,7 +98,7 @@ TEST(HarnessSandbox, TemplateEscapesFailWithAClearError) {
       {"{% set l = [1] %}{{ l.append(2) }}", "unsafe"},  // immutable: no mutation either
   };
   for (const auto& [tpl, why] : escapes) {
-    testing::write_text(d.str("task.yaml"), task_yaml(tpl));
+    marin::testing::write_text(d.str("task.yaml"), task_yaml(tpl));
     const Outcome o = render(d.str("task.yaml"));
     SCOPED_TRACE(tpl);
     expect_clear(o, "task.yaml", "doc_to_text");
@@ -106,7 +106,7 @@ TEST(HarnessSandbox, TemplateEscapesFailWithAClearError) {
     EXPECT_FALSE(fs::exists(marker)) << "a template ran a shell command";
   }
   // The harness's own templates still render: fields, filters, regex_replace, a small range.
-  testing::write_text(
+  marin::testing::write_text(
       d.str("task.yaml"),
       task_yaml("{{ question|regex_replace('\\\\?', '!')|upper }}{% for i in range(2) %}.{% "
                 "endfor %}{{ choices|join(',') }}"));
@@ -126,42 +126,44 @@ TEST(HarnessSandbox, UnboundedWorkIsRefusedWithinTheLimits) {
     for (int k = 0; k < 9; ++k) bomb += std::string(k ? "," : "") + "*" + char(c - 1);
     bomb += "]\n";
   }
-  testing::write_text(d.str("bomb.yaml"), task_yaml("{{question}}") + bomb);
+  marin::testing::write_text(d.str("bomb.yaml"), task_yaml("{{question}}") + bomb);
   Outcome o = render(d.str("bomb.yaml"));
   expect_clear(o, "bomb.yaml", "alias bomb");
   EXPECT_LT(o.seconds, 60);
 
-  testing::write_text(d.str("range.yaml"),
-                      task_yaml("{% for i in range(300000000) %}x{% endfor %}"));
+  marin::testing::write_text(d.str("range.yaml"),
+                             task_yaml("{% for i in range(300000000) %}x{% endfor %}"));
   o = render(d.str("range.yaml"));
   expect_clear(o, "range.yaml", "range(300000000) has 300000000 values");
 
   ASSERT_EQ(mkfifo(d.str("fifo.jsonl").c_str(), 0600), 0);
-  testing::write_text(d.str("fifo.yaml"), task_yaml("{{question}}", "", "fifo.jsonl"));
+  marin::testing::write_text(d.str("fifo.yaml"), task_yaml("{{question}}", "", "fifo.jsonl"));
   o = render(d.str("fifo.yaml"));
   expect_clear(o, "fifo.jsonl", "not a regular file");
   EXPECT_LT(o.seconds, 60);
 
-  testing::write_text(d.str("many.yaml"),
-                      "task: probe\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
-                      "    test: docs.jsonl\ntest_split: test\noutput_type: multiple_choice\n"
-                      "doc_to_choice: \"{{ range(20000)|map('string')|list }}\"\n"
-                      "doc_to_target: answer\ndoc_to_text: question\n");
+  marin::testing::write_text(
+      d.str("many.yaml"),
+      "task: probe\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+      "    test: docs.jsonl\ntest_split: test\noutput_type: multiple_choice\n"
+      "doc_to_choice: \"{{ range(20000)|map('string')|list }}\"\n"
+      "doc_to_target: answer\ndoc_to_text: question\n");
   o = render(d.str("many.yaml"));
   expect_clear(o, "many.yaml", "20000 choices (at most 10000)");
 
-  testing::write_text(d.str("macro.yaml"),
-                      task_yaml("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"));
+  marin::testing::write_text(d.str("macro.yaml"),
+                             task_yaml("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"));
   expect_clear(render(d.str("macro.yaml")), "macro.yaml", "recurses too deeply");
 
-  testing::write_text(d.str("latin1.yaml"), "task: caf\xe9\n");
+  marin::testing::write_text(d.str("latin1.yaml"), "task: caf\xe9\n");
   expect_clear(render(d.str("latin1.yaml")), "latin1.yaml", "not UTF-8");
 
-  testing::write_text(d.str("split.yaml"), task_yaml("{{question}}", "validation_split: [a]\n"));
+  marin::testing::write_text(d.str("split.yaml"),
+                             task_yaml("{{question}}", "validation_split: [a]\n"));
   expect_clear(render(d.str("split.yaml")), "split.yaml",
                "validation_split: expected a split name (a string), got ['a']");
 
-  testing::write_text(d.str("huge.yaml"), task_yaml("{{ 'x' * 8000000000 }}"));
+  marin::testing::write_text(d.str("huge.yaml"), task_yaml("{{ 'x' * 8000000000 }}"));
   expect_clear(render(d.str("huge.yaml")), "huge.yaml", "doc_to_text");
   expect_clear(render(d.str("huge.yaml")), "huge.yaml", "memory limit (4096 MiB)");
 }
@@ -170,15 +172,15 @@ TEST(HarnessSandbox, TheRendererIsStoppedAtTheTimeout) {
   TempDir d("hsandbox-time");
   write_docs(d);
   // Python-level work: the renderer's own alarm ends it after 1 s.
-  testing::write_text(d.str("loop.yaml"),
-                      task_yaml("{% for i in range(100000) %}{% for j in range(100000) %}"
-                                "{% endfor %}{% endfor %}"));
+  marin::testing::write_text(d.str("loop.yaml"),
+                             task_yaml("{% for i in range(100000) %}{% for j in range(100000) %}"
+                                       "{% endfor %}{% endfor %}"));
   Outcome o = render(d.str("loop.yaml"), 1);
   expect_clear(o, "loop.yaml", "did not finish within 1 s");
   EXPECT_LT(o.seconds, 60);  // generous: Python's start-up alone is slow on a loaded machine
   // Work inside one C call (a catastrophic regex) does not see the alarm: marin kills it.
-  testing::write_text(d.str("regex.yaml"),
-                      task_yaml("{{ ('a' * 64 + 'b')|regex_replace('(a+)+c', '') }}"));
+  marin::testing::write_text(d.str("regex.yaml"),
+                             task_yaml("{{ ('a' * 64 + 'b')|regex_replace('(a+)+c', '') }}"));
   o = render(d.str("regex.yaml"), 1);
   expect_clear(o, "regex.yaml", "did not finish within 1 s and was stopped");
   EXPECT_GE(o.seconds, 1 + eval::RenderOptions::kKillGraceS);
@@ -191,26 +193,28 @@ TEST(HarnessSandbox, TheRendererIsStoppedAtTheTimeout) {
 TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
   TempDir d("hyaml");
   fs::create_directories(d.str("sub"));
-  testing::write_text(d.str("docs.jsonl"),
-                      "{\"question\": \"Q?\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\n"
-                      "{\"question\": \"R?\", \"choices\": [\"c\", \"d\"], \"answer\": 1}\n");
-  testing::write_text(d.str("sub/base.yaml"),
-                      "dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
-                      "test_split: test\noutput_type: multiple_choice\n"
-                      "doc_to_choice: !function utils.choices\ndoc_to_target: answer\n"
-                      "doc_to_text: \"base: {{question}}\"\ndescription: \"from base\\n\"\n"
-                      "target_delimiter: \"=\"\n");
-  testing::write_text(d.str("sub/utils.py"),
-                      "def choices(doc):\n    return [c.upper() for c in doc['choices']]\n");
-  testing::write_text(
+  marin::testing::write_text(
+      d.str("docs.jsonl"),
+      "{\"question\": \"Q?\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\n"
+      "{\"question\": \"R?\", \"choices\": [\"c\", \"d\"], \"answer\": 1}\n");
+  marin::testing::write_text(
+      d.str("sub/base.yaml"),
+      "dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
+      "test_split: test\noutput_type: multiple_choice\n"
+      "doc_to_choice: !function utils.choices\ndoc_to_target: answer\n"
+      "doc_to_text: \"base: {{question}}\"\ndescription: \"from base\\n\"\n"
+      "target_delimiter: \"=\"\n");
+  marin::testing::write_text(d.str("sub/utils.py"),
+                             "def choices(doc):\n    return [c.upper() for c in doc['choices']]\n");
+  marin::testing::write_text(
       d.str("mid.yaml"),
       "include: sub/base.yaml\ndoc_to_text: \"mid: {{question}}\"\ntarget_delimiter: \"|\"\n");
-  testing::write_text(d.str("utils.py"),
-                      "def process_docs(ds):\n"
-                      "    return ds.map(lambda d: {'question': d['question'] + '!'})\n");
-  testing::write_text(d.str("top.yaml"),
-                      "include: [mid.yaml, sub/base.yaml]\ntask: top\n"
-                      "process_docs: !function utils.process_docs\n");
+  marin::testing::write_text(d.str("utils.py"),
+                             "def process_docs(ds):\n"
+                             "    return ds.map(lambda d: {'question': d['question'] + '!'})\n");
+  marin::testing::write_text(d.str("top.yaml"),
+                             "include: [mid.yaml, sub/base.yaml]\ntask: top\n"
+                             "process_docs: !function utils.process_docs\n");
 
   // Without --trust-task-code: both functions refused at once, each naming its key and file.
   Outcome o = render(d.str("top.yaml"));
@@ -234,7 +238,8 @@ TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
   EXPECT_EQ(t.header["config"]["process_docs"], "!function utils.process_docs");
 
   // A function that raises: one line naming the key and the document.
-  testing::write_text(d.str("utils.py"), "def process_docs(ds):\n    raise KeyError('nope')\n");
+  marin::testing::write_text(d.str("utils.py"),
+                             "def process_docs(ds):\n    raise KeyError('nope')\n");
   o = render(d.str("top.yaml"));  // untrusted: refused before anything runs
   EXPECT_NE(o.error.find("--trust-task-code"), std::string::npos) << o.error;
   try {
@@ -249,12 +254,12 @@ TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
     EXPECT_EQ(m.find("Traceback"), std::string::npos) << m;
   }
   // An include cycle ends with a clear error.
-  testing::write_text(d.str("cycle.yaml"), "include: cycle.yaml\ntask: c\n");
+  marin::testing::write_text(d.str("cycle.yaml"), "include: cycle.yaml\ntask: c\n");
   expect_clear(render(d.str("cycle.yaml")), "cycle.yaml", "include: nested more than 16 deep");
   // repeats: 1 is the default and accepted; process_results needs --trust-task-code (what it
   // does: tests/eval/test_task_process_results.cpp).
-  testing::write_text(d.str("rep.yaml"),
-                      "include: top.yaml\nrepeats: 1\nprocess_results: !function utils.pr\n");
+  marin::testing::write_text(
+      d.str("rep.yaml"), "include: top.yaml\nrepeats: 1\nprocess_results: !function utils.pr\n");
   o = render(d.str("rep.yaml"));
   EXPECT_NE(o.error.find("process_results: !function utils.pr runs the task's own Python"),
             std::string::npos)
@@ -269,22 +274,23 @@ TEST(HarnessYaml, IncludeOrderAndFunctionsWithAndWithoutTrust) {
 TEST(HarnessYaml, TaskCodeImportsDatasetsAsTheHarnessesDo) {
   TempDir d("hdatasets");
   write_docs(d);
-  testing::write_text(
+  marin::testing::write_text(
       d.str("utils.py"),
       "import datasets\nfrom datasets import Dataset\n\n"
       "def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:\n"
       "    rows = [dict(r, question=r['question'] + '!') for r in dataset]\n"
       "    return Dataset.from_list(rows).map(lambda d: {'n': len(d['choices'])})\n\n"
       "def hub(dataset):\n    return datasets.load_dataset('x')\n");
-  testing::write_text(d.str("t.yaml"), task_yaml("{{question}} {{n}}",
-                                                 "process_docs: !function utils.process_docs\n"));
+  marin::testing::write_text(
+      d.str("t.yaml"),
+      task_yaml("{{question}} {{n}}", "process_docs: !function utils.process_docs\n"));
   eval::RenderOptions ro;
   ro.trust_task_code = true;
   const eval::TaskItems t = eval::load_task(d.str("t.yaml"), ro);
   ASSERT_EQ(t.items.size(), 1u);
   EXPECT_EQ(t.items[0].context, "Q?! 2");
-  testing::write_text(d.str("hub.yaml"),
-                      task_yaml("{{question}}", "process_docs: !function utils.hub\n"));
+  marin::testing::write_text(d.str("hub.yaml"),
+                             task_yaml("{{question}}", "process_docs: !function utils.hub\n"));
   expect_clear(render_with(d.str("hub.yaml"), ro), "hub.yaml",
                "datasets.load_dataset is not available to task code in marin");
 }
@@ -293,11 +299,12 @@ TEST(HarnessYaml, TaskCodeImportsDatasetsAsTheHarnessesDo) {
 TEST(HarnessYaml, EveryRefusalOfAFileInOneMessage) {
   TempDir d("hrefusals");
   write_docs(d);
-  testing::write_text(d.str("bad.yaml"),
-                      task_yaml("{{question}}",
-                                "use_prompt: x\nfewshot_config:\n  sampler: balanced\nrepeats: 2\n"
-                                "target_delimiter: 3\nmetric_list:\n  - metric: f1\n"
-                                "metadata: [1]\nvalidation_split: nosplit\n"));
+  marin::testing::write_text(
+      d.str("bad.yaml"),
+      task_yaml("{{question}}",
+                "use_prompt: x\nfewshot_config:\n  sampler: balanced\nrepeats: 2\n"
+                "target_delimiter: 3\nmetric_list:\n  - metric: f1\n"
+                "metadata: [1]\nvalidation_split: nosplit\n"));
   const Outcome o = render(d.str("bad.yaml"));
   for (const char* want :
        {"key 'use_prompt' is not supported", "validation_split: split 'nosplit' is not in",
@@ -317,16 +324,17 @@ TEST(HarnessIndex, NamesAreTaskTagAndGroupNames) {
   fs::create_directories(d.str("a/deep"));
   fs::create_directories(d.str("b"));
   write_docs(d);
-  testing::write_text(d.str("a/deep/file_one.yaml"),
-                      task_yaml("{{question}}", "tag: [fam, other]\n", "../../docs.jsonl")
-                          .replace(0, 11, "task: first"));
-  testing::write_text(
+  marin::testing::write_text(d.str("a/deep/file_one.yaml"),
+                             task_yaml("{{question}}", "tag: [fam, other]\n", "../../docs.jsonl")
+                                 .replace(0, 11, "task: first"));
+  marin::testing::write_text(
       d.str("b/file_two.yaml"),
       task_yaml("{{question}}", "tag: fam\n", "../docs.jsonl").replace(0, 11, "task: second"));
-  testing::write_text(d.str("b/_template_yaml"),
-                      "output_type: multiple_choice\n");                 // not a .yaml: ignored
-  testing::write_text(d.str("b/base.yaml"), "doc_to_target: answer\n");  // no task: only included
-  testing::write_text(d.str("b/grp.yaml"), "group: grp\ntask: [first, second]\n");
+  marin::testing::write_text(d.str("b/_template_yaml"),
+                             "output_type: multiple_choice\n");  // not a .yaml: ignored
+  marin::testing::write_text(d.str("b/base.yaml"),
+                             "doc_to_target: answer\n");  // no task: only included
+  marin::testing::write_text(d.str("b/grp.yaml"), "group: grp\ntask: [first, second]\n");
   const std::vector<std::string> dirs{d.str("a"), d.str("b")};
   EXPECT_EQ(eval::resolve_task_files({"second", "first"}, dirs),
             (std::vector<std::string>{d.str("b/file_two.yaml"), d.str("a/deep/file_one.yaml")}));
@@ -349,8 +357,8 @@ TEST(HarnessIndex, NamesAreTaskTagAndGroupNames) {
   EXPECT_EQ(groups[0].members, (std::vector<std::string>{"first", "second"}));
   EXPECT_NE(error("file_one").find("no task, tag or group 'file_one'"), std::string::npos)
       << error("file_one");
-  testing::write_text(d.str("b/again.yaml"),
-                      task_yaml("{{question}}").replace(0, 11, "task: first"));
+  marin::testing::write_text(d.str("b/again.yaml"),
+                             task_yaml("{{question}}").replace(0, 11, "task: first"));
   EXPECT_NE(error("first").find("'first' is defined by several files"), std::string::npos)
       << error("first");
 }
@@ -362,23 +370,26 @@ TEST(HarnessData, DatasetRootResolvesHubLayouts) {
   TempDir d("hdata");
   fs::create_directories(d.str("root/org/ds/cfg"));
   fs::create_directories(d.str("root/org/ds/data"));
-  testing::write_text(d.str("root/org/ds/cfg/test-00000.jsonl"),
-                      "{\"question\": \"Q?\", \"choices\": [\"a\", \"b\"], \"answer\": 1}\n");
+  marin::testing::write_text(
+      d.str("root/org/ds/cfg/test-00000.jsonl"),
+      "{\"question\": \"Q?\", \"choices\": [\"a\", \"b\"], \"answer\": 1}\n");
   ASSERT_EQ(testing::run_shell("printf '{\"question\": \"S?\", \"choices\": [\"x\", \"y\"], "
                                "\"answer\": 0}\\n' | gzip > " +
                                d.str("root/org/ds/cfg/test-00001.jsonl.gz"))
                 .code,
             0);
-  testing::write_text(d.str("root/org/ds/cfg/train.json"),
-                      "[{\"question\": \"T?\", \"choices\": [\"x\", \"y\"], \"answer\": 0}]");
-  testing::write_text(d.str("root/org/ds/data/test-00000-of-00001.parquet"), "PAR1");
-  testing::write_text(d.str("root/org/ds/data/train.jsonl"),
-                      "{\"question\": \"T?\", \"choices\": [\"x\", \"y\"], \"answer\": 0}\n");
+  marin::testing::write_text(
+      d.str("root/org/ds/cfg/train.json"),
+      "[{\"question\": \"T?\", \"choices\": [\"x\", \"y\"], \"answer\": 0}]");
+  marin::testing::write_text(d.str("root/org/ds/data/test-00000-of-00001.parquet"), "PAR1");
+  marin::testing::write_text(
+      d.str("root/org/ds/data/train.jsonl"),
+      "{\"question\": \"T?\", \"choices\": [\"x\", \"y\"], \"answer\": 0}\n");
   const std::string body =
       "test_split: test\ntraining_split: train\nnum_fewshot: 1\noutput_type: multiple_choice\n"
       "doc_to_choice: choices\ndoc_to_target: answer\ndoc_to_text: \"{{question}}\"\n";
-  testing::write_text(d.str("named.yaml"),
-                      "task: named\ndataset_path: org/ds\ndataset_name: cfg\n" + body);
+  marin::testing::write_text(d.str("named.yaml"),
+                             "task: named\ndataset_path: org/ds\ndataset_name: cfg\n" + body);
   eval::RenderOptions ro;
   ro.dataset_root = d.str("root");
   const eval::TaskItems t = eval::load_task(d.str("named.yaml"), ro);
@@ -389,11 +400,11 @@ TEST(HarnessData, DatasetRootResolvesHubLayouts) {
 
   // No dataset_name: DIR/P/data/ is used; its Parquet file goes to marin's Parquet reader,
   // which refuses this one (4 bytes) naming it (real files: ParquetSplitsAreReadByMarinsReader).
-  testing::write_text(d.str("plain.yaml"), "task: plain\ndataset_path: org/ds\n" + body);
+  marin::testing::write_text(d.str("plain.yaml"), "task: plain\ndataset_path: org/ds\n" + body);
   const Outcome bad = render_with(d.str("plain.yaml"), ro);
   EXPECT_NE(bad.error.find("test-00000-of-00001.parquet"), std::string::npos) << bad.error;
-  testing::write_text(d.str("missing.yaml"),
-                      "task: m\ndataset_path: org/none\ndataset_name: c\n" + body);
+  marin::testing::write_text(d.str("missing.yaml"),
+                             "task: m\ndataset_path: org/none\ndataset_name: c\n" + body);
   expect_clear(render_with(d.str("missing.yaml"), ro), "missing.yaml",
                "no local copy of 'org/none' (c): looked for " + d.str("root") + "/org/none/c, " +
                    d.str("root") + "/org/none/data, " + d.str("root") + "/org/none");
@@ -409,7 +420,7 @@ TEST(HarnessData, ParquetSplitsAreReadByMarinsReader) {
   const auto fetch = testing::run_shell(script + " fetch");
   if (fetch.code != 0)
     GTEST_SKIP() << "node, npm or the npm registry is unavailable: " << fetch.out;
-  testing::write_text(
+  marin::testing::write_text(
       d.str("in.jsonl"),
       "{\"text\": \"In the beginning\"}\n{\"text\": null}\n{\"text\": \"And God said\"}\n"
       "{\"text\": \"Let there be light\"}\n{\"text\": \"caf\u00e9\"}\n");
@@ -418,7 +429,7 @@ TEST(HarnessData, ParquetSplitsAreReadByMarinsReader) {
   ASSERT_EQ(w.code, 0) << w.out;
   fs::create_directories(d.str("root/org/pq/data"));
   fs::copy_file(d.str("pq/task.parquet"), d.str("root/org/pq/data/test-00000-of-00001.parquet"));
-  testing::write_text(
+  marin::testing::write_text(
       d.str("pq.yaml"),
       "task: pq\ndataset_path: org/pq\ntest_split: test\noutput_type: loglikelihood\n"
       "doc_to_text: \"{{req}}\"\ndoc_to_target: \"{{' ' ~ (text or 'none')}}\"\n");
@@ -433,7 +444,7 @@ TEST(HarnessData, ParquetSplitsAreReadByMarinsReader) {
   EXPECT_EQ(t.items[3].target, " Let there be light");
   EXPECT_EQ(t.items[4].doc, json({{"text", "caf\u00e9"}, {"req", "caf\u00e9"}}));
   // dataset_path: parquet with data_files reads the same way; an INT32 column is an integer.
-  testing::write_text(
+  marin::testing::write_text(
       d.str("files.yaml"),
       "task: files\ndataset_path: parquet\ndataset_kwargs:\n  data_files:\n"
       "    test: pq/task-int.parquet\ntest_split: test\noutput_type: loglikelihood\n"
@@ -470,8 +481,8 @@ TEST(HarnessData, AnMmluLikeParquetSplitWithListsAndIntegersIsScored) {
     fs::copy_file(d.str("pq/mmlu-" + writer + ".parquet"),
                   d.str("root/org/mmlu_" + writer + "/all/test-00000-of-00001.parquet"));
     const std::string yaml = d.str("mmlu_" + writer + ".yaml");
-    testing::write_text(yaml, "task: mmlu_" + writer + "\ndataset_path: org/mmlu_" + writer +
-                                  "\ndataset_name: all\n" + body);
+    marin::testing::write_text(yaml, "task: mmlu_" + writer + "\ndataset_path: org/mmlu_" + writer +
+                                         "\ndataset_name: all\n" + body);
     tasks += (tasks.empty() ? "" : ",") + yaml;
     eval::RenderOptions ro;
     ro.dataset_root = d.str("root");
@@ -504,10 +515,11 @@ TEST(HarnessData, AnMmluLikeParquetSplitWithListsAndIntegersIsScored) {
 
   // Refused: an INT32 DATE and an INT64 TIMESTAMP, both named in one message.
   fs::copy_file(d.str("pq/refused-hyparquet.parquet"), d.str("refused.parquet"));
-  testing::write_text(d.str("refused.yaml"),
-                      "task: refused\ndataset_path: parquet\ndataset_kwargs:\n  data_files:\n"
-                      "    test: refused.parquet\ntest_split: test\noutput_type: loglikelihood\n"
-                      "doc_to_text: \"{{ok}}\"\ndoc_to_target: \" x\"\n");
+  marin::testing::write_text(
+      d.str("refused.yaml"),
+      "task: refused\ndataset_path: parquet\ndataset_kwargs:\n  data_files:\n"
+      "    test: refused.parquet\ntest_split: test\noutput_type: loglikelihood\n"
+      "doc_to_text: \"{{ok}}\"\ndoc_to_target: \" x\"\n");
   eval::RenderOptions ro;
   ro.dataset_root = d.str("root");
   expect_clear(render_with(d.str("refused.yaml"), ro), "refused.parquet",
@@ -565,25 +577,27 @@ TEST(HarnessLoglikelihood, MetricsEqualTheHarnessThroughModelingMarin) {
         "And God called the light Day, and the darkness he called Night.",
         "And the evening and the morning were the first day."})
     docs += json({{"text", t}}).dump() + "\n";
-  testing::write_text(d.str("lambada.jsonl"), docs);
+  marin::testing::write_text(d.str("lambada.jsonl"), docs);
   const std::string data =
       "dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: lambada.jsonl\n"
       "test_split: test\noutput_type: loglikelihood\n";
   // lambada_openai's templates, and a variant whose context ends in the space the harness moves
   // into the continuation.
-  testing::write_text(d.str("lam.yaml"), "task: lam\n" + data +
-                                             "doc_to_text: \"{{text.split(' ')[:-1]|join(' ')}}\"\n"
-                                             "doc_to_target: \"{{' '+text.split(' ')[-1]}}\"\n");
-  testing::write_text(d.str("lam_space.yaml"),
-                      "task: lam_space\n" + data +
-                          "doc_to_text: \"{{text.split(' ')[:-1]|join(' ')}} \"\n"
-                          "doc_to_target: \"{{text.split(' ')[-1]}}\"\n");
+  marin::testing::write_text(d.str("lam.yaml"),
+                             "task: lam\n" + data +
+                                 "doc_to_text: \"{{text.split(' ')[:-1]|join(' ')}}\"\n"
+                                 "doc_to_target: \"{{' '+text.split(' ')[-1]}}\"\n");
+  marin::testing::write_text(d.str("lam_space.yaml"),
+                             "task: lam_space\n" + data +
+                                 "doc_to_text: \"{{text.split(' ')[:-1]|join(' ')}} \"\n"
+                                 "doc_to_target: \"{{text.split(' ')[-1]}}\"\n");
   r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks " + d.str("lam.yaml") + "," +
                    d.str("lam_space.yaml") + " --log-samples --quiet --bootstrap-iters 10" +
                    " --json " + d.str("r.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   const json j = json::parse(read_file(d.str("r.json")));
 
+  const Tokenizer tok = Tokenizer::from_json(d.str("ck/tokenizer.json"));
   for (const char* task : {"lam", "lam_space"}) {
     SCOPED_TRACE(task);
     json req = {{"max_length", ModelConfig::preset("tiny").seq_len},
@@ -602,7 +616,7 @@ TEST(HarnessLoglikelihood, MetricsEqualTheHarnessThroughModelingMarin) {
       add(c + ctx.substr(c.size()) + target);
       add(target);
     }
-    testing::write_text(d.str("req.json"), req.dump());
+    marin::testing::write_text(d.str("req.json"), req.dump());
     r = testing::run_shell("PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 /usr/bin/python3 " +
                            std::string(MARIN_SOURCE_DIR) + "/tests/support/harness_ll.py " +
                            d.str("hf") + " " + d.str("req.json") + " " + d.str("py.json"));

@@ -102,16 +102,17 @@ TEST(TaskGroups, CliScoresAGroupOfTheProjectsTasksAndNestedGroups) {
   r = testing::run("tasks build --corpus " + kFixture + " --out " + d.str("b") +
                    " --tasks code_completion --max-items 4");
   ASSERT_EQ(r.code, 0) << r.out;
-  testing::write_text(
+  marin::testing::write_text(
       d.str("b/inner.yaml"),
       "group: inner\ngroup_alias: Inner\ntask: [cloze_definitions, verse_completion]\n"
       "aggregate_metric_list:\n  - metric: acc\n    weight_by_size: false\n"
       "metadata:\n  version: 3.0\n");
-  testing::write_text(d.str("b/outer.yaml"),
-                      "group: outer\ntask: [inner, code_completion]\naggregate_metric_list:\n"
-                      "  - metric: acc\n    aggregation: mean\n    weight_by_size: true\n"
-                      "  - metric: acc_norm\n    weight_by_size: true\n");
-  testing::write_text(d.str("b/plain.yaml"), "group: plain\ntask: [code_completion]\n");
+  marin::testing::write_text(
+      d.str("b/outer.yaml"),
+      "group: outer\ntask: [inner, code_completion]\naggregate_metric_list:\n"
+      "  - metric: acc\n    aggregation: mean\n    weight_by_size: true\n"
+      "  - metric: acc_norm\n    weight_by_size: true\n");
+  marin::testing::write_text(d.str("b/plain.yaml"), "group: plain\ntask: [code_completion]\n");
   r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks outer,plain --task-dir " +
                    d.str("a") + " --task-dir " + d.str("b") + " --quiet --json " + d.str("r.json"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -146,12 +147,12 @@ TEST(TaskGroups, CliScoresAGroupOfTheProjectsTasksAndNestedGroups) {
 
   // Inline task configs, as the harness reads them: one over a registered task (its keys win:
   // a task_alias), one on its own (data relative to the group file).
-  testing::write_text(
+  marin::testing::write_text(
       d.str("b/docs.jsonl"),
       "{\"q\": \"In the beginning\", \"choices\": [\"God\", \"light\"], \"answer\": 0}\n"
       "{\"q\": \"And God said\", \"choices\": [\"no\", \"Let there be light\"], "
       "\"answer\": 1}\n");
-  testing::write_text(
+  marin::testing::write_text(
       d.str("b/inline.yaml"),
       "group: inl\ntask:\n  - task: verse_completion\n    task_alias: Verses\n"
       "  - task: fresh\n    dataset_path: json\n    dataset_kwargs:\n      data_files:\n"
@@ -171,10 +172,10 @@ TEST(TaskGroups, CliScoresAGroupOfTheProjectsTasksAndNestedGroups) {
               weighted(k["results"], {"verse_completion", "fresh"}, true), 1e-12);
 
   // Refusals: an inline group config and a cycle, each naming the file and the entry.
-  testing::write_text(d.str("b/inline2.yaml"),
-                      "group: inl2\ntask:\n  - group: x\n    task: [fresh]\n");
-  testing::write_text(d.str("b/cyc.yaml"), "group: cyc\ntask: [cyc2]\n");
-  testing::write_text(d.str("b/cyc2.yaml"), "group: cyc2\ntask: [cyc]\n");
+  marin::testing::write_text(d.str("b/inline2.yaml"),
+                             "group: inl2\ntask:\n  - group: x\n    task: [fresh]\n");
+  marin::testing::write_text(d.str("b/cyc.yaml"), "group: cyc\ntask: [cyc2]\n");
+  marin::testing::write_text(d.str("b/cyc2.yaml"), "group: cyc2\ntask: [cyc]\n");
   const std::vector<std::string> dirs{d.str("a"), d.str("b")};
   std::string e = testing::error_of([&] { eval::resolve_task_files({"inl2"}, dirs); });
   EXPECT_NE(e.find(d.str("b/inline2.yaml") + ": group 'inl2': task[0]: an inline group config"),

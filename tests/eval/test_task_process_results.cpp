@@ -21,7 +21,7 @@ TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
   TempDir d("task-process-results");
   ASSERT_EQ(testing::tiny_checkpoint_with_tokenizer(d), "");
   testing::RunResult r;
-  testing::write_text(
+  marin::testing::write_text(
       d.str("docs.jsonl"),
       "{\"q\": \"In the beginning\", \"choices\": [\"God\", \"the earth\", \"light\"], "
       "\"answer\": 0}\n"
@@ -32,7 +32,7 @@ TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
       "\"answer\": 1}\n"
       "{\"q\": \"And the evening\", \"choices\": [\"and the morning\", \"night\"], "
       "\"answer\": 0}\n");
-  testing::write_text(
+  marin::testing::write_text(
       d.str("utils.py"),
       "def process_results(doc, results):\n"
       "    lls = [ll for ll, _ in results]\n"
@@ -41,7 +41,7 @@ TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
       "            'choices': float(len(results)), 'unused': 0}\n"
       "def biggest(items):\n"
       "    return max(items)\n");
-  testing::write_text(
+  marin::testing::write_text(
       d.str("own.yaml"),
       "task: own\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
       "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{q}}'\n"
@@ -97,9 +97,9 @@ TEST(TaskProcessResults, TheTasksPythonScoresAndAggregates) {
   EXPECT_TRUE(j["higher_is_better"]["own"]["hit"].is_null());  // unregistered, not given
 
   // A dict without a metric of metric_list is refused naming the document and the metric.
-  testing::write_text(d.str("utils.py"),
-                      "def process_results(doc, results):\n    return {'hit': 1.0}\n"
-                      "def biggest(items):\n    return max(items)\n");
+  marin::testing::write_text(d.str("utils.py"),
+                             "def process_results(doc, results):\n    return {'hit': 1.0}\n"
+                             "def biggest(items):\n    return max(items)\n");
   r = testing::run(eval + " --trust-task-code");
   ASSERT_NE(r.code, 0);
   EXPECT_NE(r.out.find("own.yaml: process_results: document 0: the dict lacks metric(s) "

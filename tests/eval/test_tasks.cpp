@@ -343,14 +343,14 @@ metadata:
 )";
 
 void write_hand_task(const TempDir& d, const std::string& yaml = kYaml) {
-  testing::write_text(d.str("task.yaml"), yaml);
-  testing::write_text(
+  marin::testing::write_text(d.str("task.yaml"), yaml);
+  marin::testing::write_text(
       d.str("docs.jsonl"),
       "{\"question\": \"Who created the heaven?\", \"options\": [\"God\", \"Moses\"], "
       "\"answer\": 0}\n\n"
       "{\"question\": \"What was upon the face of the deep?\", \"options\": [\"light\", "
       "\"darkness\", \"water\"], \"answer\": \"darkness\"}\n");
-  testing::write_text(
+  marin::testing::write_text(
       d.str("shots.jsonl"),
       "{\"question\": \"Who spake unto Moses?\", \"options\": [\"the LORD\", \"Aaron\"], "
       "\"answer\": 0}\n");
@@ -402,7 +402,7 @@ TEST(Tasks, HandWrittenHarnessYamlIsRenderedAndScored) {
 // log-likelihoods, acc_norm the argmax of ll / len(context without the few-shot prefix).
 TEST(Tasks, MultiInputScoresTheContinuationAfterEachContext) {
   TempDir d("tasks-multi");
-  testing::write_text(
+  marin::testing::write_text(
       d.str("docs.jsonl"),
       "{\"sentence\": \"And God called the _ Day.\", \"option1\": \"light\", "
       "\"option2\": \"firmament\", \"answer\": \"1\"}\n"
@@ -410,7 +410,7 @@ TEST(Tasks, MultiInputScoresTheContinuationAfterEachContext) {
       "\"option2\": \"God\", \"answer\": \"2\"}\n"
       "{\"sentence\": \"And the evening and the _ were the first day.\", \"option1\": "
       "\"morning\", \"option2\": \"night of the great deep\", \"answer\": \"1\"}\n");
-  testing::write_text(
+  marin::testing::write_text(
       d.str("wino.yaml"),
       "task: wino\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: docs.jsonl\n"
       "    train: docs.jsonl\ntest_split: test\ntraining_split: train\nnum_fewshot: 1\n"
@@ -515,13 +515,13 @@ TEST(Tasks, UnsupportedKeyIsAnErrorNamingIt) {
 TEST(Tasks, CorruptJsonlLineNamesFileAndLine) {
   TempDir d("tasks-corrupt");
   write_hand_task(d);
-  testing::write_text(
+  marin::testing::write_text(
       d.str("docs.jsonl"),
       "{\"question\": \"q\", \"options\": [\"a\", \"b\"], \"answer\": 0}\n\n{\"question\": \n");
   std::string e = load_error(d.str("task.yaml"));
   EXPECT_NE(e.find("docs.jsonl:3: not valid JSON"), std::string::npos) << e;
   // The rendered form the C++ reader takes.
-  testing::write_text(
+  marin::testing::write_text(
       d.str("r.jsonl"),
       "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
       "{\"doc_id\": 0, \"context\": \"c\", \"choices\": [\"a\"], \"gold\": 0}\n"
@@ -532,7 +532,7 @@ TEST(Tasks, CorruptJsonlLineNamesFileAndLine) {
   } catch (const Error& x) {
     EXPECT_NE(std::string(x.what()).find("r.jsonl:3: \"gold\" 3"), std::string::npos) << x.what();
   }
-  testing::write_text(
+  marin::testing::write_text(
       d.str("r.jsonl"),
       "{\"format\": \"marin-tasks/1\", \"task\": \"t\", \"output_type\": \"multiple_choice\"}\n"
       "{\"doc_id\": 0, \"context\": \"c\", \"choi");
@@ -571,8 +571,8 @@ TEST(Tasks, BuiltinTasksAreDeterministicAndHeldOut) {
         "{{\"id\":\"zz{}\",\"text\":\"ZZMARK{}, n.  A trainmarker word of the zzmark kind, "
         "trainmarker again.\"}}\n",
         i, i);
-  testing::write_text(corpus + "/dict_devil/train-00000.jsonl", train);
-  testing::write_text(
+  marin::testing::write_text(corpus + "/dict_devil/train-00000.jsonl", train);
+  marin::testing::write_text(
       corpus + "/code_python/train-00000.jsonl",
       "{\"id\":\"m.py\",\"text\":\"def trainmarker(x):\\n    y = trainmarker_value(x)\\n    "
       "return trainmarker(y)\\n\"}\n");
@@ -626,8 +626,8 @@ TEST(Tasks, ItemsAreTaggedByTheAudit) {
   fs::create_directories(d.str("train/dom"));
   const std::string leaked =
       "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
-  testing::write_text(d.str("train/dom/train-00000.jsonl"),
-                      json({{"id", "x"}, {"text", leaked}}).dump() + "\n");
+  marin::testing::write_text(d.str("train/dom/train-00000.jsonl"),
+                             json({{"id", "x"}, {"text", leaked}}).dump() + "\n");
   eval::IndexOptions io;
   io.progress = false;
   io.threads = 1;

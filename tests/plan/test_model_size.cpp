@@ -40,6 +40,9 @@ TEST(ModelSize, TheSearchFindsTheNearestConfigurationOfTheShapeRule) {
         << d;
   }
   EXPECT_LT(std::abs(s.relative_error), 0.1);
+  // 1B of 8/64 is d1024's shape with 64 experts: the flags start from the preset nearest it.
+  EXPECT_EQ(s.base, "d1024");
+  EXPECT_EQ(s.sets, std::vector<std::string>{"num_experts=64"});
   // --set is counted in the search: a smaller vocabulary leaves more parameters to the layers.
   const SizedModel v = size_to_target(1e9, {8, 64}, {"vocab_size=32000"});
   EXPECT_EQ(v.config.vocab_size, 32000);
@@ -70,7 +73,7 @@ TEST(ModelSize, ThePlanPrintsFlagsThatMakeTheSizedModel) {
   EXPECT_EQ(j["config"]["top_k"].get<int64_t>(), 8);
   EXPECT_EQ(j["config"]["num_experts"].get<int64_t>(), 64);
   EXPECT_LT(std::abs(j["sized"]["relative_error"].get<double>()), 0.1);
-  std::string flags = "plan --preset d512";
+  std::string flags = "plan --preset " + j["sized"]["preset"].get<std::string>();
   for (const auto& s : j["sized"]["sets"]) flags += " --set " + s.get<std::string>();
   r = run(flags + " --json");
   ASSERT_EQ(r.code, 0) << r.out;

@@ -453,6 +453,23 @@ TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
   r = run("forecast --ladder " + dir.str() + " --preset tiny --target-steps 20 --l-inf 1 --out " +
           dir.str("f2.json"));
   ASSERT_EQ(r.code, 0) << r.out;
+  // issue 42: the forecast prints the whole command that trains its target (model, bound
+  // options, the ladder's data, --forecast): run as printed, it is accepted.
+  const std::string printed = "train the target:\n  marin ";
+  const size_t at = r.out.find(printed);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string command = r.out.substr(at + printed.size());
+  command = command.substr(0, command.find('\n'));
+  const std::string out_flag = " --out runs/tiny";
+  ASSERT_EQ(command.substr(command.size() - out_flag.size()), out_flag) << command;
+  EXPECT_NE(command.find("train --preset tiny --batch 4 --steps 20 --seed 1 --muonh-lr"),
+            std::string::npos)
+      << command;
+  EXPECT_NE(command.find("--rows " + dir.str("train.bin")), std::string::npos) << command;
+  command.resize(command.size() - out_flag.size());
+  const auto printed_run = run(command + " --out " + dir.str("t2-printed"));
+  ASSERT_EQ(printed_run.code, 0) << command << "\n" << printed_run.out;
+  EXPECT_NE(printed_run.out.find("forecast: predicted"), std::string::npos) << printed_run.out;
   const json f2 = json::parse(marin::read_file(dir.str("f2.json")));
   const marin::HyperParams h = marin::heuristic_hparams(64, 4, 64, 20);
   EXPECT_DOUBLE_EQ(f2["inputs"]["target"]["options"]["optimizer"]["muonh_lr"].get<double>(),
