@@ -527,21 +527,11 @@ TEST(HarnessData, AnMmluLikeParquetSplitWithListsAndIntegersIsScored) {
                "(TIMESTAMP_MILLIS))");
 }
 
-// A tiny checkpoint with every tensor moved off its init (as tests/export/test_hf_export.cpp does),
-// so the logits are not uniform and greedy matches mean something, and a 512-token BPE trained on
-// the fixture's KJV text as its tokenizer.json.
+// A tiny checkpoint with every tensor moved off its init, so the logits are not uniform and
+// greedy matches mean something, and a 512-token BPE trained on the fixture's KJV text as its
+// tokenizer.json.
 void write_checkpoint(const std::string& dir, uint64_t seed) {
-  const ModelConfig c = ModelConfig::preset("tiny");
-  const ParamTable table(c);
-  std::vector<float> p(size_t(table.total()));
-  table.initialize(p.data(), seed);
-  Rng rng(seed + 7);
-  for (auto& t : table.params()) {
-    const bool bias = t.name.find("router_bias") != std::string::npos;
-    const double scale = bias ? 0.5 : (t.init == Init::Normal ? 0.0 : 0.3);
-    for (int64_t i = 0; i < t.size; ++i) p[size_t(t.offset + i)] += float(scale * rng.normal());
-  }
-  save_model(dir, c, table, p.data());
+  marin::testing::write_moved_checkpoint(dir, "tiny", seed);
   std::vector<std::string> texts;
   eval::for_each_jsonl_document(
       std::string(MARIN_SOURCE_DIR) + "/data/fixture/bible_kjv/train-00000.jsonl",

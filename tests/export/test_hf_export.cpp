@@ -38,23 +38,6 @@ bool have_torch() {
   return run_shell(kPython + " -c 'import torch, numpy'").code == 0;
 }
 
-// A checkpoint of `preset` with every tensor moved off its init (gains ≠ 1, head gate ≠ 0,
-// SConv ≠ identity) and a non-zero router bias, so no part of the architecture is trivial.
-ModelConfig write_checkpoint(const std::string& dir, const std::string& preset, uint64_t seed) {
-  const ModelConfig c = ModelConfig::preset(preset);
-  const ParamTable table(c);
-  std::vector<float> p(size_t(table.total()));
-  table.initialize(p.data(), seed);
-  Rng rng(seed + 7);
-  for (auto& t : table.params()) {
-    const bool bias = t.name.find("router_bias") != std::string::npos;
-    const double scale = bias ? 0.5 : (t.init == Init::Normal ? 0.0 : 0.3);
-    for (int64_t i = 0; i < t.size; ++i) p[size_t(t.offset + i)] += float(scale * rng.normal());
-  }
-  save_model(dir, c, table, p.data());
-  return c;
-}
-
 struct Tokens {
   int B = 0, S = 0;
   std::vector<int32_t> ids, seg;
@@ -178,7 +161,7 @@ void check_preset(const std::string& preset, int B, bool packed) {
   if (!have_torch())
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   TempDir dir("hf-" + preset);
-  write_checkpoint(dir.str("ck"), preset, 3);
+  marin::testing::write_moved_checkpoint(dir.str("ck"), preset, 3);
   check_logits(dir, dir.str("ck"), preset + " (every tensor perturbed)", B, packed);
 }
 
@@ -214,7 +197,7 @@ TEST(HfExport, KvCacheDecodingEqualsFullForward) {
   if (!have_torch())
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   TempDir dir("hf-cache");
-  const ModelConfig c = write_checkpoint(dir.str("ck"), "tiny", 4);
+  const ModelConfig c = marin::testing::write_moved_checkpoint(dir.str("ck"), "tiny", 4);
   export_ok("--checkpoint " + dir.str("ck") + " --out " + dir.str("hf"));
   // Longer than the sliding window (32): local layers' caches are trimmed to their window.
   const Tokens t = fixture_tokens(c, 2, false);
@@ -238,7 +221,7 @@ TEST(HfExport, KvCacheDecodingEqualsFullForward) {
 
 TEST(HfExport, ExportImportExportIsByteIdentical) {
   TempDir dir("hf-roundtrip");
-  const ModelConfig c = write_checkpoint(dir.str("ck"), "tiny", 5);
+  const ModelConfig c = marin::testing::write_moved_checkpoint(dir.str("ck"), "tiny", 5);
   const std::string ck = dir.str("ck");
   for (const std::string dtype : {"fp32", "bf16"}) {
     const std::string a = dir.str("a-" + dtype), b = dir.str("b-" + dtype);
@@ -267,7 +250,7 @@ TEST(HfExport, ExportImportExportIsByteIdentical) {
 
 TEST(HfExport, ShardedExportKeepsEveryExpert) {
   TempDir dir("hf-shards");
-  const ModelConfig c = write_checkpoint(dir.str("ck"), "tiny", 6);
+  const ModelConfig c = marin::testing::write_moved_checkpoint(dir.str("ck"), "tiny", 6);
   export_ok("--checkpoint " + dir.str("ck") + " --out " + dir.str("one"));
   export_ok("--checkpoint " + dir.str("ck") + " --max-shard-bytes 100000 --out " + dir.str("a"));
   const nlohmann::json idx =
@@ -320,7 +303,7 @@ TEST(HfExport, ShardedExportKeepsEveryExpert) {
 
 TEST(HfExport, ImportRefusesALostExpertOrForeignFile) {
   TempDir dir("hf-bad");
-  write_checkpoint(dir.str("ck"), "tiny", 7);
+  marin::testing::write_moved_checkpoint(dir.str("ck"), "tiny", 7);
   export_ok("--checkpoint " + dir.str("ck") + " --out " + dir.str("hf"));
   // Drop one layer's expert stack by rewriting the file without it.
   const SafetensorsFile f = read_safetensors(dir.str("hf/model.safetensors"));
@@ -349,7 +332,7 @@ TEST(HfExport, TokenizerEncodesLikeMarinUnderHuggingFaceTokenizersJs) {
   RunResult r = run("tokenizer train --vocab-size 512 --in " + fixture +
                     "/bible_kjv/train-00000.jsonl --out " + dir.str("tok.json"));
   ASSERT_EQ(r.code, 0) << r.out;
-  write_checkpoint(dir.str("ck"), "tiny", 8);
+  marin::testing::write_moved_checkpoint(dir.str("ck"), "tiny", 8);
   export_ok("--checkpoint " + dir.str("ck") + " --tokenizer " + dir.str("tok.json") + " --out " +
             dir.str("hf"));
   const Tokenizer tok = Tokenizer::from_json(dir.str("tok.json"));

@@ -14,6 +14,9 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/rng.hpp"
+#include "model/params.hpp"
+#include "train/checkpoint.hpp"
 #include "train/run_checkpoint.hpp"
 
 namespace marin::testing {
@@ -33,6 +36,25 @@ std::string error_of(F&& f) {
 inline void write_text(const std::filesystem::path& path, std::string_view text) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << text;
+}
+
+// A checkpoint of `preset` with every tensor moved off its init (gains ≠ 1, head gate ≠ 0,
+// SConv ≠ identity) and a non-zero router bias, so no part of the architecture is trivial and
+// the logits are not uniform.
+inline ModelConfig write_moved_checkpoint(const std::string& dir, const std::string& preset,
+                                          uint64_t seed) {
+  const ModelConfig c = ModelConfig::preset(preset);
+  const ParamTable table(c);
+  std::vector<float> p(size_t(table.total()));
+  table.initialize(p.data(), seed);
+  Rng rng(seed + 7);
+  for (auto& t : table.params()) {
+    const bool bias = t.name.find("router_bias") != std::string::npos;
+    const double scale = bias ? 0.5 : (t.init == Init::Normal ? 0.0 : 0.3);
+    for (int64_t i = 0; i < t.size; ++i) p[size_t(t.offset + i)] += float(scale * rng.normal());
+  }
+  save_model(dir, c, table, p.data());
+  return c;
 }
 
 struct RunResult {
