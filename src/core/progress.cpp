@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -117,7 +118,7 @@ void Progress::update(uint64_t done) {
 void Progress::add(uint64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
-  done_ += n;
+  done_ = std::min(total_, done_ + n);  // an estimate past the end (split over ranks) stops there
   draw_locked(false);
 }
 

@@ -345,6 +345,15 @@ TEST(Generation, RanksSplitTheItemsAndGiveTheOneProcessResults) {
   }
   EXPECT_EQ(files, 1);
   EXPECT_EQ(eval_json(marin::testing::mpirun_command(3), "three.json"), one);
+  // Off a terminal, the task's progress is a plain line (issue 42); under 3 ranks rank 0 decodes
+  // every third item and counts each as three, up to the task's 7.
+  for (const std::string& launcher : {std::string(MARIN_BIN), marin::testing::mpirun_command(3)}) {
+    const auto r =
+        marin::testing::run_shell(launcher + " eval --checkpoint " + d.str("ck") + " --tasks " +
+                                  file + " --no-audit --gen-batch 2 --progress-every 0.000001");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("task gen_tiny 7/7 (100.0%)"), std::string::npos) << launcher << r.out;
+  }
 }
 
 TEST(Generation, RefusalsNameTheField) {

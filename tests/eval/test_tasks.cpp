@@ -689,6 +689,18 @@ TEST(Tasks, CliBuildsAndScoresTasksInTheHarnessLayout) {
   EXPECT_TRUE(j["results"]["lambada_style"]["perplexity_stderr,none"].is_number());
   EXPECT_TRUE(j["results"]["cloze_definitions"]["acc_norm,none"].is_number());
   EXPECT_EQ(j["config"]["limit"], 6);
+  // Off a terminal (the test's pipe), each task's progress is a plain line with its count, rate
+  // and ETA (issue 42); --progress-every 0 prints none.
+  const std::string again = "eval --checkpoint " + d.str("ck") +
+                            " --tasks lambada_style --task-dir " + d.str("tasks") +
+                            " --limit 6 --no-audit --bootstrap-iters 10 --progress-every ";
+  r = testing::run(again + "0.000001");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("task lambada_style 6/6 (100.0%)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ETA"), std::string::npos) << r.out;
+  r = testing::run(again + "0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("task lambada_style 6/6"), std::string::npos) << r.out;
   // A name that is not in the task directory.
   r = testing::run("eval --checkpoint " + d.str("ck") + " --tasks nosuch --task-dir " +
                    d.str("tasks") + " --quiet");

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/utf8.hpp"
 #include "data/tokenizer/tokenizer.hpp"
 #include "eval/sampler.hpp"
@@ -309,7 +310,8 @@ struct Stream {
 
 std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
                                          const std::vector<std::string>& contexts,
-                                         const GenerationKwargs& g, int64_t batch) {
+                                         const GenerationKwargs& g, int64_t batch,
+                                         const std::function<void(uint64_t)>& items_done) {
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
   const int64_t max_ctx = S - g.max_gen_toks;
   MARIN_CHECK(max_ctx >= 1,
@@ -370,6 +372,7 @@ std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
       if (!st.take(next, eos, tok, g)) continue;
       out[st.item] = st.response();
       slot[s].reset();
+      if (items_done) items_done(1);
     }
   }
   return out;
@@ -513,7 +516,12 @@ std::vector<std::string> generate_over_ranks(Model<float>& m, const Tokenizer& t
   const size_t rank = o.group ? size_t(o.group->rank()) : 0;
   std::vector<std::string> contexts;
   for (size_t i = rank; i < n; i += ranks) contexts.push_back(t.items[i].context);
-  std::vector<std::string> mine = generate_greedy(m, tok, contexts, g.kwargs, o.generation_batch);
+  // Progress: each rank decodes every ranks-th item at the same pace, so one of this rank's
+  // responses stands for `ranks` items of the task.
+  Progress bar(o.progress ? n : 0, "task " + t.name);
+  std::vector<std::string> mine = generate_greedy(m, tok, contexts, g.kwargs, o.generation_batch,
+                                                  [&](uint64_t k) { bar.add(k * ranks); });
+  bar.finish();
   if (ranks == 1) return mine;
   const std::vector<std::string> all = o.group->allgather(json(mine).dump());
   std::vector<std::string> out(n);

@@ -19,6 +19,7 @@
 // remain: `\Z` (PCRE2: end or before a final newline; Python: end only), Python-only syntax
 // such as `(?P=name)` works, possessive quantifiers/atomic groups are accepted by PCRE2 only.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -79,10 +80,11 @@ std::vector<std::string> read_generation_targets(const nlohmann::json& line,
 // up to `batch` contexts decode together through Model::decode's batched form, one token of each
 // per forward, a finished context's place taken by the next; ids the tokenizer lacks are never
 // chosen. The responses equal those of decoding each context alone, as far as the products'
-// summation order leaves every argmax where it was.
+// summation order leaves every argmax where it was. items_done(1) is called as each response ends.
 std::vector<std::string> generate_greedy(Model<float>& m, const Tokenizer& tok,
                                          const std::vector<std::string>& contexts,
-                                         const GenerationKwargs& g, int64_t batch = 32);
+                                         const GenerationKwargs& g, int64_t batch = 32,
+                                         const std::function<void(uint64_t)>& items_done = {});
 
 // A pipeline's output for one item: a list of strings, or one string once a step reduced it
 // (take_first).

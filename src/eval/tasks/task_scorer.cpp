@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/rng.hpp"
 #include "eval/domain_eval.hpp"
 #include "eval/row_packer.hpp"
@@ -168,7 +169,8 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& t, int32_t p
 }
 
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
-                                     const std::vector<size_t>& item_begin, parallel::Comm* group) {
+                                     const std::vector<size_t>& item_begin, parallel::Comm* group,
+                                     const ItemsDone& items_done) {
   const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
   int64_t forwards = 0;  // the packing is the same on every rank; forward k runs on rank k % N
   const int64_t S = m.config().seq_len, V = m.config().vocab_size;
@@ -206,6 +208,7 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
                   r.n_score, S);
       packer.add(r.seq.data(), L, L - r.n_score, L, int64_t(q));
     }
+    if (items_done) items_done(1);  // packed: scored by this forward or the one it joins
   }
   packer.flush();
   if (ranks > 1) {
@@ -223,7 +226,7 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
 
 std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LLRequest>& reqs,
                                            const std::vector<size_t>& item_begin,
-                                           parallel::Comm* group) {
+                                           parallel::Comm* group, const ItemsDone& items_done) {
   const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
   const int64_t V = m.config().vocab_size;
   std::vector<LLResult> out(reqs.size());
@@ -255,6 +258,7 @@ std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LL
       continue;
     }
     for (size_t q = a; q < b; ++q) decoded[q] = 1;
+    if (items_done) items_done(1);
     if (mine_items++ % size_t(ranks) != size_t(rank)) continue;  // another rank's item
     if (!shared) shared = std::make_unique<DecodeCache<float>>(m.config());
     shared->reset();
@@ -281,7 +285,7 @@ std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LL
     for (size_t q = 0; q < out.size(); ++q)
       if (decoded[q]) out[q] = {ll[q], greedy[q] != 0};
   }
-  const std::vector<LLResult> packed = score_requests(m, rest, rest_begin, group);
+  const std::vector<LLResult> packed = score_requests(m, rest, rest_begin, group, items_done);
   for (size_t i = 0; i < rest.size(); ++i) out[rest_index[i]] = packed[i];
   return out;
 }
@@ -464,10 +468,13 @@ TaskResult score_task(Model<float>& m, const Tokenizer& tok, const TaskItems& t,
   for (const auto& q : reqs) r.tokens += q.seq.size() - 1, r.cut += q.cut;
   r.requests = reqs.size();
   // A multi-input item's requests have different contexts: nothing to share.
+  Progress bar(o.progress ? r.effective : 0, "task " + t.name);
+  const ItemsDone done = [&](uint64_t n) { bar.add(n); };
   const std::vector<LLResult> res =
       o.shared_context && t.type == OutputType::MultipleChoice && !t.multi_input
-          ? score_shared_context(m, reqs, begin, o.group)
-          : score_requests(m, reqs, begin, o.group);
+          ? score_shared_context(m, reqs, begin, o.group, done)
+          : score_requests(m, reqs, begin, o.group, done);
+  bar.finish();
   s.ll.resize(r.effective);
   s.greedy.resize(r.effective);
   for (size_t i = 0; i < r.effective; ++i) {

@@ -63,10 +63,13 @@ std::vector<LLRequest> rolling_requests(const std::vector<int32_t>& tokens, int3
 // first request of each item, ascending; an item's requests share one forward unless they need
 // more than max_batch rows. With a group of N ranks (collective: every rank passes the same
 // requests) the forwards are planned identically on every rank, forward k runs on rank k % N, and
-// the results are all-reduced: every rank returns exactly the one-process result.
+// the results are all-reduced: every rank returns exactly the one-process result. items_done(n) is
+// told of n more items as they are scored (a progress display; every rank counts every item).
+using ItemsDone = std::function<void(uint64_t)>;
 std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLRequest>& reqs,
                                      const std::vector<size_t>& item_begin,
-                                     parallel::Comm* group = nullptr);
+                                     parallel::Comm* group = nullptr,
+                                     const ItemsDone& items_done = {});
 
 // The same results through the decoding cache (Model::decode): an item whose requests share
 // their context (every multiple-choice item whose sequences were not cut differently by the left
@@ -76,7 +79,8 @@ std::vector<LLResult> score_requests(Model<float>& m, const std::vector<LLReques
 // to float rounding (the decoder's logits equal the forward's).
 std::vector<LLResult> score_shared_context(Model<float>& m, const std::vector<LLRequest>& reqs,
                                            const std::vector<size_t>& item_begin,
-                                           parallel::Comm* group = nullptr);
+                                           parallel::Comm* group = nullptr,
+                                           const ItemsDone& items_done = {});
 
 // The token an empty context is replaced by: the document start of the tokenizer's template
 // (Llama's and Gemma's BOS) when it has one, else EOS, else BOS (the document separator).
