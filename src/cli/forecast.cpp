@@ -76,8 +76,10 @@ std::string target_command(const ForecastCli& a, const scaling::ForecastOptions&
     }
     if (valid.value("kind", "") == "rows")
       cmd += " --valid-rows " + shell_word(valid.at("path").get<std::string>());
-    if (!opt.value("tokenizer", "").empty())
-      cmd += " --tokenizer " + shell_word(opt.at("tokenizer").get<std::string>());
+    // The tokenizer the target is bound to (inputs.target.tokenizer_xxh64) is the ladder's.
+    const nlohmann::json ladder = load_json(o.ladder_dir + "/ladder.json").at("ladder");
+    if (ladder.value("tokenizer", nlohmann::json()).is_string())
+      cmd += " --tokenizer " + shell_word(ladder.at("tokenizer").get<std::string>());
   }
   return cmd + " --forecast " + shell_word(a.out) + " --out runs/" +
          shell_word(fs::path(o.target_name).stem().string());

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
@@ -27,6 +28,10 @@ struct Options {
 
 int run_train(const Options& o) {
   auto t0 = std::chrono::steady_clock::now();
+  // The output's folder is made first (as tokenize's --out is), so a long training cannot end in
+  // an unwritable path.
+  const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
   std::vector<std::string> docs = marin::read_documents(o.inputs, o.text_field);
   size_t bytes = 0;
   for (const auto& d : docs) bytes += d.size();

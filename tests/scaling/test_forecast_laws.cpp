@@ -95,18 +95,18 @@ json synthetic_ladder(const TempDir& dir, const std::vector<double>& cps, int se
   return j;
 }
 
-// The target of these tests: the `tiny` preset at the ladder's rule batch (width 64: 4) and
-// 40 steps; its compute at 100% is what the synthetic rungs are placed against.
+// The target of these tests: the `tiny` preset at the ladder's rule batch (width 64: 8) and
+// 20 steps; its compute at 100% is what the synthetic rungs are placed against.
 sc::ForecastOptions tiny_target(const TempDir& dir) {
   sc::ForecastOptions o;
   o.ladder_dir = dir.str();
   o.target_name = "tiny";
   o.target = marin::ModelConfig::preset("tiny");
-  o.target_steps = 40;
+  o.target_steps = 20;
   return o;
 }
 double tiny_target_compute() {
-  return marin::forecast_flops_per_step(marin::ModelConfig::preset("tiny"), 4) * 40;
+  return marin::forecast_flops_per_step(marin::ModelConfig::preset("tiny"), 8) * 20;
 }
 
 }  // namespace
@@ -419,27 +419,27 @@ TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
   ASSERT_EQ(r.code, 0) << r.out;
   const json f = json::parse(marin::read_file(dir.str("f.json")));
   const json& tg = f["inputs"]["target"];
-  // The batch rule of ladder_tiny (base 2 at width 32, multiple 2) at width 64: 4.
-  EXPECT_EQ(tg["batch"], 4);
+  // The batch rule of ladder_tiny (base 4 at width 32, multiple 2) at width 64: 8.
+  EXPECT_EQ(tg["batch"], 8);
   EXPECT_EQ(tg["batch_source"], "the ladder's batch rule");
   EXPECT_EQ(tg["seed"], 1);  // ladder_tiny's seed
-  EXPECT_EQ(tg["options"]["batch"], 4);
+  EXPECT_EQ(tg["options"]["batch"], 8);
   EXPECT_EQ(tg["options"]["model"], marin::ModelConfig::preset("tiny").to_json());
   const std::string base = "train --preset tiny --rows " + dir.str("train.bin") + " --valid-rows " +
                            dir.str("valid.bin") + " --forecast " + dir.str("f.json") +
                            " --steps 20";
   r = run(base + " --batch 6 --seed 1 --out " + dir.str("t-batch"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("not the forecast's target: batch: forecast 4, run 6"), std::string::npos)
+  EXPECT_NE(r.out.find("not the forecast's target: batch: forecast 8, run 6"), std::string::npos)
       << r.out;
-  r = run(base + " --batch 4 --seed 1 --muonh-lr 0.03 --out " + dir.str("t-lr"));
+  r = run(base + " --batch 8 --seed 1 --muonh-lr 0.03 --out " + dir.str("t-lr"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("optimizer.muonh_lr: forecast"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("batch: forecast"), std::string::npos) << r.out;
-  r = run(base + " --batch 4 --seed 2 --out " + dir.str("t-seed"));
+  r = run(base + " --batch 8 --seed 2 --out " + dir.str("t-seed"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("seed: forecast 1, run 2"), std::string::npos) << r.out;
-  r = run(base + " --batch 4 --seed 1 --out " + dir.str("t-ok"));
+  r = run(base + " --batch 8 --seed 1 --out " + dir.str("t-ok"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("forecast: predicted"), std::string::npos) << r.out;
   const json rep = json::parse(marin::read_file(dir.str("t-ok/forecast_report.json")));
@@ -462,7 +462,7 @@ TEST(Binding, TrainForecastRefusesATargetThatDiffers) {
   command = command.substr(0, command.find('\n'));
   const std::string out_flag = " --out runs/tiny";
   ASSERT_EQ(command.substr(command.size() - out_flag.size()), out_flag) << command;
-  EXPECT_NE(command.find("train --preset tiny --batch 4 --steps 20 --seed 1 --muonh-lr"),
+  EXPECT_NE(command.find("train --preset tiny --batch 8 --steps 20 --seed 1 --muonh-lr"),
             std::string::npos)
       << command;
   EXPECT_NE(command.find("--rows " + dir.str("train.bin")), std::string::npos) << command;
@@ -601,14 +601,14 @@ seeds = [3]
 
 namespace {
 
-// A known chinchilla law around the `tiny` target (N_T active parameters, D_T = 40 × 4 × 64
+// A known chinchilla law around the `tiny` target (N_T active parameters, D_T = 20 × 8 × 64
 // tokens): E + A/N^α + B/D^β with A/N_T^α = 0.8 and B/D_T^β = 0.4 (every rung's loss under the
 // sigmoid's ceiling ln 512).
 struct ChinchillaTruth {
   double E = 1.5, alpha = 0.34, beta = 0.28, A = 0, B = 0, nt = 0, dt = 0;
   ChinchillaTruth() {
     nt = double(marin::account(marin::ModelConfig::preset("tiny")).active_params);
-    dt = 40.0 * 4 * 64;
+    dt = 20.0 * 8 * 64;
     A = 0.8 * std::pow(nt, alpha);
     B = 0.4 * std::pow(dt, beta);
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -1133,4 +1134,41 @@ TEST(LadderCli, LadderRecordsTasksAndForecastPredictsAMetric) {
           tmp.str("g.json"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("no task 'cloze_definitions'"), std::string::npos) << r.out;
+}
+
+// docs/scaling.md opens with the 30-second loop (issue 42): its first bash block, run as written
+// in a directory laid out like the repository (build/bin/marin, data/, configs/), trains the
+// ladder, registers the forecast and trains the target against it; and its train line is the one
+// the forecast prints.
+TEST(Scaling, TheThirtySecondLoopOfTheDocsRuns) {
+  namespace fs = std::filesystem;
+  TempDir tmp("quick-loop");
+  const std::string doc = marin::read_file(MARIN_SOURCE_DIR "/docs/scaling.md");
+  const size_t open = doc.find("```bash\n");
+  ASSERT_NE(open, std::string::npos);
+  const size_t body = open + 8, close = doc.find("```", body);
+  const std::string block = doc.substr(body, close - body);
+  fs::create_directories(tmp.path / "build/bin");
+  fs::create_symlink(MARIN_BIN, tmp.path / "build/bin/marin");
+  for (const char* d : {"data", "configs"})
+    fs::create_directory_symlink(fs::path(MARIN_SOURCE_DIR) / d, tmp.path / d);
+  marin::testing::write_text(tmp.str("loop.sh"), "set -e\n" + block);
+  const auto r = marin::testing::run_shell("cd " + tmp.str() + " && bash loop.sh");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("forecast: predicted"), std::string::npos) << r.out;
+  const json report =
+      json::parse(marin::read_file(tmp.str("runs/quick/target/forecast_report.json")));
+  EXPECT_TRUE(report["interval"].is_object()) << report.dump();
+  // The block's train line (continuations joined) is the printed one, but for --out.
+  std::string documented = block.substr(block.find("$B train "));
+  documented = documented.substr(0, documented.find("--out "));
+  for (size_t at; (at = documented.find("\\\n  ")) != std::string::npos;)
+    documented.replace(at, 4, "");
+  const std::string q = "runs/quick";
+  for (size_t at; (at = documented.find("$Q")) != std::string::npos;) documented.replace(at, 2, q);
+  const size_t printed = r.out.find("train the target:\n  marin ");
+  ASSERT_NE(printed, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(documented.substr(3), printed), std::string::npos)
+      << "documented: " << documented << "\n"
+      << r.out;
 }
