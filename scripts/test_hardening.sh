@@ -68,6 +68,7 @@ ASAN_EXCLUDE_ONE=(
   '(Interval|Chinchilla)\.NinetyPercent.*Of200Ladders'
   'Report\.RendersInHeadlessChromiumWithEveryChartFilled'
   'LadderCli\.LadderRecordsTasksAndForecastPredictsAMetric'
+  'Scaling\.TheThirtySecondLoopOfTheDocsRuns'
   'Bf16Train\.EmulatedTinyEndsWithin2PercentOfFp32'
   'RanksAgree\..*'
 )
