@@ -3,6 +3,10 @@
 // gradients, activations, workspaces) lives in one of these and is sized once, outside the step.
 // Large buffers are fresh anonymous pages from the kernel, zero already and mapped on first touch:
 // memory a process sizes but never uses (a decoder's full-sequence activations) costs no RAM.
+// From 2 MiB on they are 2 MiB-aligned and advised as transparent huge pages (MADV_HUGEPAGE, for
+// kernels whose THP mode is "madvise"): the first touch of a training step's ~2 GB then takes one
+// fault per 2 MiB instead of one per 4 KiB (seconds of system time at start-up), and the
+// products see fewer TLB misses. Untouched parts still cost nothing.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -66,11 +70,34 @@ class Buffer {
   // From this size on, whole pages of the kernel's (zeroed, lazily mapped) instead of the heap.
   static constexpr size_t kMappedBytes = size_t(1) << 20;
   static size_t bytes_of(size_t n) { return (n * sizeof(T) + 63) / 64 * 64; }
+  static constexpr size_t kPage = 4096, kHugePage = size_t(2) << 20;
+  static size_t mapped_bytes(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+  // `bytes` (a multiple of the page) of fresh zero pages; from 2 MiB on, at a 2 MiB boundary (a
+  // larger mapping trimmed at both ends) and advised as huge pages.
+  static void* map_pages(size_t bytes) {
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    if (bytes < kHugePage) {
+      void* m = mmap(nullptr, bytes, prot, flags, -1, 0);
+      if (m == MAP_FAILED) throw std::bad_alloc();
+      return m;
+    }
+    const size_t span = bytes + kHugePage;
+    void* m = mmap(nullptr, span, prot, flags, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    char* const first = static_cast<char*>(m);
+    char* const at =
+        first + (kHugePage - reinterpret_cast<uintptr_t>(first) % kHugePage) % kHugePage;
+    if (at > first) munmap(first, size_t(at - first));
+    if (first + span > at + bytes) munmap(at + bytes, size_t(first + span - (at + bytes)));
+    madvise(at, bytes, MADV_HUGEPAGE);  // advice only: a kernel without THP ignores or refuses it
+    return at;
+  }
 
   void release() {
     if (!p_) return;
     if (bytes_of(n_) >= kMappedBytes)
-      munmap(static_cast<void*>(p_), bytes_of(n_));
+      munmap(static_cast<void*>(p_), mapped_bytes(bytes_of(n_)));
     else
       std::free(p_);
     p_ = nullptr;
@@ -90,9 +117,7 @@ class Buffer {
     require_memory(int64_t(n * sizeof(T)), fmt::format("a buffer of {} elements", n));
     const size_t bytes = bytes_of(n);
     if (bytes >= kMappedBytes) {
-      void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (m == MAP_FAILED) throw std::bad_alloc();
-      p_ = static_cast<T*>(m);
+      p_ = static_cast<T*>(map_pages(mapped_bytes(bytes)));
       n_ = n;
       return true;
     }
