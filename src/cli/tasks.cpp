@@ -12,16 +12,19 @@ namespace marin::cli {
 namespace {
 
 int run_build(const eval::BuildTasksOptions& o) {
-  const auto built = eval::build_tasks(o);
+  const auto tasks = eval::build_tasks(o);
   fmt::print("{:<20} {:>10} {:>7} {:>8}  {}\n", "task", "candidates", "items", "chance",
              "sources (valid split)");
-  for (const auto& b : built) {
+  for (const auto& b : tasks.built) {
     fmt::print("{:<20} {:>10} {:>7} {:>8}  {}\n", b.name, b.candidates, b.items,
                b.chance > 0 ? fmt::format("{:.4f}", b.chance) : std::string("-"),
                fmt::join(b.sources, ", "));
     for (const auto& [k, v] : b.baselines.items())
       fmt::print("{:<20} baseline {}: {:.4f}\n", "", k, v.get<double>());
   }
+  // One line per task the corpus has no text for: what it needs and where it looked.
+  for (const auto& k : tasks.skipped)
+    fmt::print("skipped {}: needs {}; {}\n", k.name, k.needs, k.reason);
   fmt::print("wrote {}/{{NAME.yaml, NAME.jsonl, tasks.json}}\n", o.out);
   return 0;
 }
@@ -37,8 +40,9 @@ MARIN_COMMAND(
       app.require_subcommand(1);
       auto* build = app.add_subcommand(
           "build",
-          "Write OUT/NAME.yaml + OUT/NAME.jsonl for lambada_style, cloze_definitions, "
-          "verse_completion, code_completion from the valid split of --corpus");
+          "Write OUT/NAME.yaml + OUT/NAME.jsonl for lambada_style (prose), cloze_definitions "
+          "(dictionary entries), verse_completion (one verse or sentence a line), "
+          "code_completion (source code) from the valid split of any domains of --corpus");
       build->add_option("--corpus", o->corpus, "text corpus (marin corpus build)")->required();
       build->add_option("--out", o->out, "output directory")->required();
       build->add_option("--tasks", o->tasks, "only these tasks (default: all)")->delimiter(',');

@@ -352,9 +352,7 @@ json DecontaminateResult::to_json() const {
   return {{"eval_documents", eval_documents}, {"eval_paragraphs", eval_paragraphs}, {"domains", d}};
 }
 
-namespace {
-
-std::vector<std::string> domains_with(const std::string& root, const std::string& split) {
+std::vector<std::string> corpus_domains(const std::string& root, const std::string& split) {
   std::vector<std::string> out;
   if (!fs::is_directory(root)) fail("corpus {}: not a directory", root);
   for (const auto& d : fs::directory_iterator(root))
@@ -363,6 +361,8 @@ std::vector<std::string> domains_with(const std::string& root, const std::string
   std::sort(out.begin(), out.end());
   return out;
 }
+
+namespace {
 
 // The options checked before anything is read: the output is new (or empty) and not the input.
 void check_paths(const DecontaminateOptions& o) {
@@ -531,9 +531,9 @@ DecontaminateResult decontaminate(const DecontaminateOptions& o) {
   check_paths(o);
   const std::string eval_root = o.eval_corpus.empty() ? o.corpus : o.eval_corpus;
   const auto eval_domains =
-      o.eval_domains.empty() ? domains_with(eval_root, o.eval_split) : o.eval_domains;
+      o.eval_domains.empty() ? corpus_domains(eval_root, o.eval_split) : o.eval_domains;
   const auto train_domains =
-      o.train_domains.empty() ? domains_with(o.corpus, "train") : o.train_domains;
+      o.train_domains.empty() ? corpus_domains(o.corpus, "train") : o.train_domains;
   MARIN_CHECK(!eval_domains.empty(), "decontaminate: no evaluation domain with {} shards in {}",
               o.eval_split, eval_root);
 

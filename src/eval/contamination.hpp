@@ -51,6 +51,9 @@ void for_each_jsonl_document(const std::string& file,
 // ROOT/<domain>/<split>-NNNNN.jsonl, sorted; empty when there are none.
 std::vector<std::string> corpus_shards(const std::string& root, const std::string& domain,
                                        const std::string& split);
+// The domains of ROOT that have at least one <split> shard, sorted. marin::Error when ROOT is not
+// a directory.
+std::vector<std::string> corpus_domains(const std::string& root, const std::string& split);
 
 class NgramBloom {
  public:

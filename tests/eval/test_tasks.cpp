@@ -7,7 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli_util.hpp"
 #include "core/error.hpp"
@@ -579,7 +581,7 @@ TEST(Tasks, BuiltinTasksAreDeterministicAndHeldOut) {
   eval::BuildTasksOptions o;
   o.corpus = corpus;
   o.out = d.str("a");
-  const auto built = eval::build_tasks(o);
+  const auto built = eval::build_tasks(o).built;
   ASSERT_EQ(built.size(), 4u);
   o.out = d.str("b");
   eval::build_tasks(o);
@@ -619,6 +621,115 @@ TEST(Tasks, BuiltinTasksAreDeterministicAndHeldOut) {
   const eval::TaskItems c = eval::load_task(d.str("a/cloze_definitions.yaml"), {});
   EXPECT_EQ(c.items[0].choices.size(), 4u);
   EXPECT_EQ(eval::most_frequent_earlier_word("the cat saw the cat and a dog"), "cat");
+}
+
+// The tasks find their text by kind, not by domain name: a user's corpus of one domain
+// ("mydata": prose wrapped at 70 columns, a glossary and Python files, under ids of its own)
+// builds the tasks whose text it has, and names the one it has no text for, what that task needs
+// and the domains looked at.
+TEST(Tasks, BuiltinTasksBuildFromAnyDomainWithTheirKindOfText) {
+  TempDir d("tasks-anycorpus");
+  std::string mydata;
+  int n = 0;
+  auto add = [&](const std::string& id, const std::string& text) {
+    mydata += json({{"id", id}, {"text", text}}).dump() + "\n";
+  };
+  eval::for_each_jsonl_document(kFixture + "/brown_fiction/valid-00000.jsonl",
+                                [&](const text_corpus::Document& doc) {
+                                  std::string text, line, w;  // re-wrapped at 70 columns
+                                  std::istringstream words(doc.text);
+                                  while (words >> w) {
+                                    if (line.size() + w.size() >= 70)
+                                      text += line + "\n", line = "";
+                                    line += (line.empty() ? "" : " ") + w;
+                                  }
+                                  add(fmt::format("story-{}", n++), text + line);
+                                });
+  eval::for_each_jsonl_document(
+      kFixture + "/dict_devil/valid-00000.jsonl",
+      [&](const text_corpus::Document& doc) { add(fmt::format("gloss-{}", n++), doc.text); });
+  eval::for_each_jsonl_document(kFixture + "/code_python/valid-00000.jsonl",
+                                [&](const text_corpus::Document& doc) {
+                                  add("lib/" + fs::path(doc.id("")).filename().string(), doc.text);
+                                });
+  marin::testing::write_text(d.str("corpus/mydata/valid-00000.jsonl"), mydata);
+  auto r = marin::testing::run("tasks build --corpus " + d.str("corpus") + " --out " +
+                               d.str("tasks") + " --max-items 50");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped verse_completion: needs verse-like prose"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("no such text in the valid split (domains mydata)"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(d.str("tasks/verse_completion.jsonl")));
+  const json m = json::parse(read_file(d.str("tasks/tasks.json")));
+  EXPECT_TRUE(m["skipped"].contains("verse_completion")) << m.dump();
+  // Each built task read only its kind of document of mydata.
+  const std::map<std::string, std::string> prefix{{"lambada_style", "mydata/story-"},
+                                                  {"cloze_definitions", "mydata/gloss-"},
+                                                  {"code_completion", "mydata/lib/"}};
+  for (const auto& [task, p] : prefix) {
+    EXPECT_EQ(m["tasks"][task]["domains"], json::array({"mydata"})) << task;
+    int items = 0;
+    const std::string jsonl = read_file(d.str("tasks/" + task + ".jsonl"));
+    for (std::string_view line : split_lines(jsonl)) {
+      if (line.empty()) continue;
+      const std::string id = json::parse(line)["id"];
+      EXPECT_EQ(id.rfind(p, 0), 0u) << task << ": " << id;
+      ++items;
+    }
+    EXPECT_GT(items, 3) << task;
+  }
+  // Asked for by name, a task without its text is an error saying what it needs.
+  r = marin::testing::run("tasks build --corpus " + d.str("corpus") + " --out " + d.str("v") +
+                          " --tasks verse_completion");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("verse_completion cannot be built from " + d.str("corpus") +
+                       ": it needs verse-like prose"),
+            std::string::npos)
+      << r.out;
+  // A corpus with no task's text: one error naming the corpus and what each task needed.
+  std::string numbers;
+  for (int i = 0; i < 20; ++i)
+    numbers += json({{"id", std::to_string(i)},
+                     {"text", fmt::format("{} {} {}\n{} {}", i, i * 2, i * 3, i * 4, i * 5)}})
+                   .dump() +
+               "\n";
+  marin::testing::write_text(d.str("numbers/table/valid-00000.jsonl"), numbers);
+  r = marin::testing::run("tasks build --corpus " + d.str("numbers") + " --out " + d.str("n"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no task could be built from " + d.str("numbers") +
+                       " (valid split; domains table)"),
+            std::string::npos)
+      << r.out;
+  for (const auto& t : eval::builtin_task_names())
+    EXPECT_NE(r.out.find(t + " needs "), std::string::npos) << t << ": " << r.out;
+}
+
+// The fixture's domains still give all four tasks, each from the domains with its kind of text:
+// the dictionaries and the code domains exactly, and the prose tasks from prose domains only.
+TEST(Tasks, BuiltinTasksOnTheFixtureFindTheirDomainsByKind) {
+  TempDir d("tasks-fixture-kinds");
+  eval::BuildTasksOptions o;
+  o.corpus = kFixture;
+  o.out = d.str("t");
+  const eval::BuiltTasks t = eval::build_tasks(o);
+  ASSERT_EQ(t.built.size(), 4u);
+  EXPECT_TRUE(t.skipped.empty());
+  std::map<std::string, std::vector<std::string>> domains;
+  for (const auto& b : t.built) {
+    domains[b.name] = b.domains;
+    EXPECT_GT(b.items, 0u) << b.name;
+  }
+  using V = std::vector<std::string>;
+  EXPECT_EQ(domains["cloze_definitions"], (V{"dict_devil", "dict_jargon"}));
+  EXPECT_EQ(domains["code_completion"], (V{"code_go", "code_python"}));
+  for (const char* task : {"lambada_style", "verse_completion"}) {
+    const V& v = domains[task];
+    for (const char* want : {"bible_web_modern", "brown_fiction"})
+      EXPECT_NE(std::find(v.begin(), v.end(), want), v.end()) << task << " " << want;
+    for (const std::string& dom : v)
+      EXPECT_TRUE(!dom.starts_with("code_") && !dom.starts_with("dict_")) << task << " " << dom;
+  }
 }
 
 TEST(Tasks, ItemsAreTaggedByTheAudit) {

@@ -25,22 +25,27 @@ namespace {
 
 struct Doc {
   std::string domain, id, text;
+  std::string shard;  // ROOT-relative
 };
 
-// Every document of the `valid` shards of the domains that have them; the shards read are
-// appended to `sources` (ROOT-relative).
-std::vector<Doc> held_out(const std::string& root, const std::vector<std::string>& domains,
-                          std::vector<std::string>& sources) {
+// Every document of the corpus's `valid` shards, domain by domain (sorted), and the domains read.
+struct HeldOut {
+  std::vector<std::string> domains;
   std::vector<Doc> docs;
-  for (const std::string& d : domains) {
+};
+
+HeldOut held_out(const std::string& root) {
+  HeldOut h;
+  h.domains = corpus_domains(root, "valid");
+  for (const std::string& d : h.domains) {
     for (const std::string& f : corpus_shards(root, d, "valid")) {
-      sources.push_back(fs::relative(f, root).string());
+      const std::string shard = fs::relative(f, root).string();
       for_each_jsonl_document(f, [&](const text_corpus::Document& doc) {
-        docs.push_back({d, doc.id(std::to_string(doc.line)), doc.text});
+        h.docs.push_back({d, doc.id(std::to_string(doc.line)), doc.text, shard});
       });
     }
   }
-  return docs;
+  return h;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -150,6 +155,143 @@ const std::set<std::string>& function_words() {
       "would", "shall", "should", "can",   "could", "may", "might", "all",  "one", "up",
       "out",   "into",  "when",   "said"};
   return w;
+}
+
+// --- the kinds of text the tasks need: one predicate each, on one held-out document ---
+// A task reads the documents of every domain that pass its predicate, so a corpus of any domain
+// names works (docs/evaluation.md, "Built-in tasks"); the thresholds are set from the fixture's
+// domains, whose prose, dictionaries and code they separate without an error.
+
+// The extension of a document id that names a file (`encodings/cp856.py` → "py"), lower case;
+// "" when the id's last path component has none.
+std::string id_extension(const std::string& id) {
+  const size_t slash = id.rfind('/'), dot = id.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot + 1 == id.size())
+    return "";
+  std::string e = id.substr(dot + 1);
+  std::transform(e.begin(), e.end(), e.begin(),
+                 [](char c) { return char(std::tolower(static_cast<unsigned char>(c))); });
+  return e;
+}
+
+// Extensions of source files. `marin corpus build` keys a code domain's documents by their path
+// in the source tree, so this is the corpus's own record of which documents are code.
+const std::set<std::string>& code_extensions() {
+  static const std::set<std::string> e{"c",  "h",  "cc",    "cpp", "cxx",   "hpp", "hh",  "go",
+                                       "py", "rs", "java",  "js",  "ts",    "kt",  "cs",  "rb",
+                                       "pl", "sh", "swift", "php", "scala", "lua", "jl",  "hs",
+                                       "ml", "m",  "mm",    "r",   "sql",   "zig", "dart"};
+  return e;
+}
+
+// A token of running text: letters (a non-ASCII byte counts as one, so accented and non-Latin
+// words do) with apostrophes or hyphens inside, and punctuation only around it.
+bool is_plain_word(std::string_view t) {
+  const size_t a = t.find_first_not_of("\"'([{"), b = t.find_last_not_of("\"'.,;:!?)]}");
+  if (a == std::string_view::npos || b == std::string_view::npos || b < a) return false;
+  t = t.substr(a, b + 1 - a);
+  auto letter = [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x80 || std::isalpha(u);
+  };
+  return letter(t.front()) && std::all_of(t.begin(), t.end(), [&](char c) {
+           return letter(c) || c == '\'' || c == '-';
+         });
+}
+
+double plain_word_fraction(std::string_view text) {
+  const std::vector<std::string> w = words_of(text);
+  if (w.empty()) return 0;
+  const auto n =
+      std::count_if(w.begin(), w.end(), [](const std::string& t) { return is_plain_word(t); });
+  return double(n) / double(w.size());
+}
+
+// A line shaped like code: it ends in a bracket, `;` or `:`, or opens with a definition or an
+// import, and at most half its tokens are plain words (prose ends lines in `;` and `:` too).
+bool is_code_line(std::string_view l) {
+  const size_t a = l.find_first_not_of(" \t"), b = l.find_last_not_of(" \t\r");
+  if (a == std::string_view::npos) return false;
+  const std::string_view t = l.substr(a, b + 1 - a);
+  const bool shape = std::string_view("{}();:").find(t.back()) != std::string_view::npos ||
+                     t.starts_with("#include") || t.starts_with("def ") || t.starts_with("func ") ||
+                     t.starts_with("import ") || t.starts_with("package ") ||
+                     t.starts_with("class ");
+  return shape && plain_word_fraction(t) <= 0.5;
+}
+
+// Source code (code_completion): by the file extension of the document's id where it is a
+// source file's; otherwise by content — at least 3 non-blank lines, and at least a fifth of them
+// shaped like code (the fixture's code files: 20–90 %; its prose: under 1 %).
+bool is_source_code(const Doc& d) {
+  if (code_extensions().count(id_extension(d.id))) return true;
+  const std::vector<std::string_view> lines = split_lines(d.text);
+  const auto nonblank = std::count_if(lines.begin(), lines.end(), [](std::string_view l) {
+    return l.find_first_not_of(" \t\r") != std::string_view::npos;
+  });
+  const auto code = std::count_if(lines.begin(), lines.end(), is_code_line);
+  return nonblank >= 3 && 5 * code >= nonblank;
+}
+
+// "HEADWORD, n.  Its definition." (The Devil's Dictionary's shape): a headword of at most 60
+// characters, a comma, then parts of speech (`n.`, `v.t.`, `adj.`, …) and the definition.
+const std::regex& headword_and_pos() {
+  static const std::regex r(
+      R"(^([^,\n]{1,60}),\s*((?:(?:n|v|t|i|p|pp|pl|adj|adv|prep|pron|conj|interj)\.\s*,?\s*)+)\s)");
+  return r;
+}
+
+// A dictd entry's shape (the Jargon File, FOLDOC, GCIDE): a headword line of at most 6 words
+// that is not indented and does not end in sentence punctuation, over an indented body (on the
+// next line or after a blank line).
+bool is_headword_over_body(std::string_view text) {
+  const std::vector<std::string_view> paras = split_paragraphs(text);
+  if (paras.empty()) return false;
+  const std::vector<std::string_view> first = split_lines(paras[0]);
+  const std::string_view head = first[0];
+  const size_t end = head.find_last_not_of(" \t\r");
+  if (head.empty() || std::isspace(static_cast<unsigned char>(head[0])) ||
+      end == std::string_view::npos || words_of(head).size() > 6 || head.size() > 60)
+    return false;
+  const char last = head[end];
+  if (!(std::isalnum(static_cast<unsigned char>(last)) || last == '+' || last == ')')) return false;
+  const std::string_view body = paras.size() > 1 ? paras[1] : first.size() > 1 ? first[1] : "";
+  return !body.empty() && (body[0] == ' ' || body[0] == '\t');
+}
+
+// A dictionary entry (cloze_definitions): a headword and its definition, in either shape; code
+// is never one.
+bool is_dictionary_entry(const Doc& d) {
+  if (is_source_code(d)) return false;
+  const std::string start = d.text.substr(0, 200);  // the headword and its parts of speech
+  return std::regex_search(start, headword_and_pos()) || is_headword_over_body(d.text);
+}
+
+// Running natural-language text (lambada_style): neither code nor a dictionary entry, and at
+// least 85 % of its tokens plain words (the fixture's prose: 94–100 % at the median; code about
+// 50 %; reStructuredText with inline markup about 80 %).
+bool is_prose(const Doc& d) {
+  return !is_source_code(d) && !is_dictionary_entry(d) && plain_word_fraction(d.text) >= 0.85;
+}
+
+// Verse-like text (verse_completion: half a line is the context, the other half its
+// completion): prose with one verse or sentence a line, i.e. at least 70 % of its lines of 4 or
+// more words end in punctuation. Prose wrapped at a fixed width ends most lines mid-sentence.
+bool is_one_verse_a_line(const Doc& d) {
+  if (!is_prose(d)) return false;
+  const std::vector<std::string_view> lines = split_lines(d.text);
+  auto ends_unit = [](std::string_view l) {
+    const size_t b = l.find_last_not_of(" \t\r");
+    return std::string_view(".,;:!?\"')").find(l[b]) != std::string_view::npos ||
+           l.substr(0, b + 1).ends_with("\u201d") || l.substr(0, b + 1).ends_with("\u2019");
+  };
+  const auto long_lines = std::count_if(lines.begin(), lines.end(),
+                                        [](std::string_view l) { return words_of(l).size() >= 4; });
+  const auto ended = std::count_if(lines.begin(), lines.end(), [&](std::string_view l) {
+    return words_of(l).size() >= 4 && ends_unit(l);
+  });
+  return long_lines > 0 && 10 * ended >= 7 * long_lines;
 }
 
 // --- the four tasks ---
@@ -268,7 +410,6 @@ bool mentions(const std::string& text, const std::string& head) {
 }
 
 Written cloze_definitions(const std::vector<Doc>& docs, const BuildTasksOptions& o) {
-  static const std::regex devil_head(R"(^([^,\n]+),\s*((?:[a-zA-Z]+\.\s*,?\s*)+))");
   static const std::regex sense(R"(^(?:\d+\.\s+)?(?:(?:[a-z]+\.,?)+\s+)?(?:\[[^\]]*\]\s*)?)");
   std::vector<Candidate> cands;
   for (const Doc& d : docs) {
@@ -277,12 +418,11 @@ Written cloze_definitions(const std::vector<Doc>& docs, const BuildTasksOptions&
     std::string head, def;
     std::smatch m;
     const std::string first(paras[0]);
-    if (d.domain == "dict_devil") {
-      if (!std::regex_search(first, m, devil_head)) continue;
+    if (std::regex_search(first, m, headword_and_pos())) {  // "HEADWORD, n.  definition"
       head = m[1].str();
       for (char& c : head) c = char(std::tolower(static_cast<unsigned char>(c)));
       def = first.substr(size_t(m[0].length()));
-    } else {
+    } else {  // a headword line over an indented body
       head = std::string(split_lines(first)[0]);
       if (paras.size() > 1) {
         def = std::string(paras[1]);
@@ -321,7 +461,7 @@ Written verse_completion(const std::vector<Doc>& docs, const BuildTasksOptions& 
       const auto w = words_of(lines[i]);
       if (w.size() < 12 || w.size() > 60) continue;
       const size_t h = w.size() / 2;
-      cands.push_back({fmt::format("{}:{}", d.id, i + 1),
+      cands.push_back({fmt::format("{}/{}:{}", d.domain, d.id, i + 1),
                        join(w, 0, h),
                        join(w, h, w.size()),
                        d.domain,
@@ -331,6 +471,30 @@ Written verse_completion(const std::vector<Doc>& docs, const BuildTasksOptions& 
   const uint64_t n = cands.size();
   return write_mc(make_choices(cands, "verse_completion", o.seed), n, o, "verse_completion",
                   "{{context}}", " ", "context");
+}
+
+// Whether a code document's functions are Python's indented `def` blocks (a `.py` id, or an id of
+// no source extension with a `def name(…):` line); otherwise they are brace-delimited.
+bool indented_blocks(const Doc& d) {
+  const std::string e = id_extension(d.id);
+  if (e == "py") return true;
+  if (code_extensions().count(e)) return false;
+  const std::vector<std::string_view> lines = split_lines(d.text);
+  return std::any_of(lines.begin(), lines.end(), [](std::string_view l) {
+    const size_t a = l.find_first_not_of(" \t"), b = l.find_last_not_of(" \t\r");
+    if (a == std::string_view::npos) return false;
+    const std::string_view t = l.substr(a, b + 1 - a);
+    return t.starts_with("def ") && t.ends_with(":") && t.find('(') != std::string_view::npos;
+  });
+}
+
+// A top-level line that opens a brace-delimited function, which ends at the next line that is
+// `}` alone: Go's `func …`, or a header with a parameter list that ends in `{` (C, Java, JS, Rust).
+bool opens_brace_function(std::string_view t) {
+  if (t.starts_with("func ")) return true;
+  if (t.starts_with("//") || t.starts_with("/*") || t.starts_with("#")) return false;
+  const size_t b = t.find_last_not_of(" \t\r");
+  return b != std::string_view::npos && t[b] == '{' && t.find('(') < b;
 }
 
 Written code_completion(const std::vector<Doc>& docs, const BuildTasksOptions& o) {
@@ -343,14 +507,14 @@ Written code_completion(const std::vector<Doc>& docs, const BuildTasksOptions& o
     return !(t.starts_with("#") || t.starts_with("//"));
   };
   for (const Doc& d : docs) {
-    const bool py = d.domain == "code_python";
+    const bool py = indented_blocks(d);
     const auto lines = lines_of(d.text);
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string& l = lines[i];
       const size_t ind = indent(l);
       if (ind == std::string::npos) continue;
       const std::string_view t(l.c_str() + ind);
-      if (!(py ? t.starts_with("def ") : (ind == 0 && t.starts_with("func ")))) continue;
+      if (!(py ? t.starts_with("def ") : (ind == 0 && opens_brace_function(t)))) continue;
       size_t end = i + 1;  // one past the function's last line
       for (; end < lines.size(); ++end) {
         const size_t e = indent(lines[end]);
@@ -384,19 +548,57 @@ Written code_completion(const std::vector<Doc>& docs, const BuildTasksOptions& o
 
 struct Spec {
   std::string name;
-  std::vector<std::string> domains;
+  std::string needs;  // the kind of text, as reported when a corpus has none
+  bool (*accepts)(const Doc&);
   Written (*make)(const std::vector<Doc>&, const BuildTasksOptions&);
 };
 
 const std::vector<Spec>& specs() {
   static const std::vector<Spec> s{
-      {"lambada_style", {"brown_fiction", "bible_web_modern"}, lambada_style},
+      {"lambada_style",
+       "prose (running text of at least 85 % plain words, not code or dictionary entries) "
+       "with passages of consecutive lines of 40-120 words",
+       is_prose, lambada_style},
       {"cloze_definitions",
-       {"dict_gcide", "dict_foldoc", "dict_jargon", "dict_devil"},
-       cloze_definitions},
-      {"verse_completion", {"bible_web_modern"}, verse_completion},
-      {"code_completion", {"code_python", "code_go"}, code_completion}};
+       "dictionary entries ('HEADWORD, n.  definition', or a short headword line over an "
+       "indented definition), at least 4 in one domain",
+       is_dictionary_entry, cloze_definitions},
+      {"verse_completion",
+       "verse-like prose (one verse or sentence a line: 70 % of lines end in punctuation) "
+       "with lines of 12-60 words, at least 4 in one domain",
+       is_one_verse_a_line, verse_completion},
+      {"code_completion",
+       "source code (a source file extension in the document id, else code-shaped lines) "
+       "with functions (Python 'def' blocks or top-level brace-delimited functions)",
+       is_source_code, code_completion}};
   return s;
+}
+
+// The distinct values of field f of docs, in their order (docs come grouped by domain and shard).
+std::vector<std::string> distinct(const std::vector<Doc>& docs, std::string Doc::*f) {
+  std::vector<std::string> out;
+  for (const Doc& d : docs)
+    if (out.empty() || out.back() != d.*f) out.push_back(d.*f);
+  return out;
+}
+
+// Writes OUT/NAME.jsonl and OUT/NAME.yaml of one task and its entry of the manifest.
+void write_task(const BuildTasksOptions& o, const BuiltTask& b, const Written& w, json& manifest) {
+  std::string jsonl;
+  // seam: text assembly (one JSON line per item), not tensor math
+  for (const json& d : w.docs) jsonl += d.dump() + "\n";
+  write_file_atomic((fs::path(o.out) / (b.name + ".jsonl")).string(), jsonl);
+  const std::string yaml = fmt::format(
+      "# Built by marin tasks build from the valid split of {} (seed {}); docs/evaluation.md.\n"
+      "# The harness resolves data_files against its working directory: run it from here.\n"
+      "task: {}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {}.jsonl\n"
+      "test_split: test\n{}metadata:\n  version: 1.0\n",
+      fmt::format("{}", fmt::join(b.sources, ", ")), o.seed, b.name, b.name, w.yaml_body);
+  write_file_atomic((fs::path(o.out) / (b.name + ".yaml")).string(), yaml);
+  manifest["tasks"][b.name] = {{"needs", b.needs},         {"domains", b.domains},
+                               {"sources", b.sources},     {"candidates", b.candidates},
+                               {"items", b.items},         {"chance", b.chance},
+                               {"baselines", b.baselines}, {"jsonl_xxh64", xxh64_hex(jsonl)}};
 }
 
 }  // namespace
@@ -425,7 +627,7 @@ const std::vector<std::string>& builtin_task_names() {
   return n;
 }
 
-std::vector<BuiltTask> build_tasks(const BuildTasksOptions& o) {
+BuiltTasks build_tasks(const BuildTasksOptions& o) {
   MARIN_CHECK(fs::is_directory(o.corpus), "tasks build: --corpus {}: not a directory", o.corpus);
   MARIN_CHECK(!o.out.empty(), "tasks build: --out is required");
   for (const auto& t : o.tasks)
@@ -433,51 +635,62 @@ std::vector<BuiltTask> build_tasks(const BuildTasksOptions& o) {
         builtin_task_names().end())
       fail("tasks build: unknown task '{}' (built-in tasks: {})", t,
            fmt::format("{}", fmt::join(builtin_task_names(), ", ")));
+  const HeldOut all = held_out(o.corpus);
+  const std::string looked = all.domains.empty()
+                                 ? std::string("no domain has valid-NNNNN.jsonl shards")
+                                 : fmt::format("domains {}", fmt::join(all.domains, ", "));
   fs::create_directories(o.out);
-  std::vector<BuiltTask> out;
+  BuiltTasks out;
   json manifest = {{"format", "marin-builtin-tasks/1"},
                    {"corpus", o.corpus},
                    {"split", "valid"},
                    {"seed", o.seed},
                    {"max_items", o.max_items},
-                   {"tasks", json::object()}};
+                   {"tasks", json::object()},
+                   {"skipped", json::object()}};
   for (const Spec& s : specs()) {
     const bool asked = std::find(o.tasks.begin(), o.tasks.end(), s.name) != o.tasks.end();
     if (!o.tasks.empty() && !asked) continue;
-    BuiltTask b;
-    b.name = s.name;
-    const std::vector<Doc> docs = held_out(o.corpus, s.domains, b.sources);
-    if (docs.empty()) {
+    std::vector<Doc> docs;
+    std::copy_if(all.docs.begin(), all.docs.end(), std::back_inserter(docs), s.accepts);
+    const Written w = docs.empty() ? Written{} : s.make(docs, o);
+    if (w.docs.empty()) {
+      SkippedTask k{s.name, s.needs, all.domains,
+                    docs.empty()
+                        ? fmt::format("no such text in the valid split ({})", looked)
+                        : fmt::format("{} documents of that kind (domains {}) gave no item",
+                                      docs.size(), fmt::join(distinct(docs, &Doc::domain), ", "))};
       if (asked)
-        fail("tasks build: {}: none of its domains has valid shards under {} (looked for {})",
-             s.name, o.corpus, fmt::format("{}", fmt::join(s.domains, ", ")));
-      fmt::print(stderr, "marin: tasks build: skipping {}: no valid shards of {} under {}\n",
-                 s.name, fmt::format("{}", fmt::join(s.domains, ", ")), o.corpus);
+        fail("tasks build: {} cannot be built from {}: it needs {}; {}", s.name, o.corpus, s.needs,
+             k.reason);
+      manifest["skipped"][s.name] = {{"needs", k.needs}, {"reason", k.reason}};
+      out.skipped.push_back(std::move(k));
       continue;
     }
-    Written w = s.make(docs, o);
-    MARIN_CHECK(!w.docs.empty(), "tasks build: {}: no items could be made from {}", s.name,
-                fmt::format("{}", fmt::join(b.sources, ", ")));
+    BuiltTask b;
+    b.name = s.name;
+    b.needs = s.needs;
+    // What the items came from: a domain with the kind of text may still give none (a code
+    // file without functions).
+    std::set<std::string> from;
+    for (const json& d : w.docs) from.insert(d["domain"].get<std::string>());
+    b.domains.assign(from.begin(), from.end());
+    std::erase_if(docs, [&](const Doc& d) { return !from.count(d.domain); });
+    b.sources = distinct(docs, &Doc::shard);
     b.candidates = w.candidates;
     b.items = w.docs.size();
     b.chance = w.chance;
     b.baselines = w.baselines;
-    std::string jsonl;
-    for (const json& d : w.docs) jsonl += d.dump() + "\n";
-    write_file_atomic((fs::path(o.out) / (s.name + ".jsonl")).string(), jsonl);
-    const std::string yaml = fmt::format(
-        "# Built by marin tasks build from the valid split of {} (seed {}); docs/evaluation.md.\n"
-        "# The harness resolves data_files against its working directory: run it from here.\n"
-        "task: {}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {}.jsonl\n"
-        "test_split: test\n{}metadata:\n  version: 1.0\n",
-        fmt::format("{}", fmt::join(b.sources, ", ")), o.seed, s.name, s.name, w.yaml_body);
-    write_file_atomic((fs::path(o.out) / (s.name + ".yaml")).string(), yaml);
-    manifest["tasks"][s.name] = {{"sources", b.sources},     {"candidates", b.candidates},
-                                 {"items", b.items},         {"chance", b.chance},
-                                 {"baselines", b.baselines}, {"jsonl_xxh64", xxh64_hex(jsonl)}};
-    out.push_back(std::move(b));
+    write_task(o, b, w, manifest);
+    out.built.push_back(std::move(b));
   }
-  MARIN_CHECK(!out.empty(), "tasks build: no task could be built from {}", o.corpus);
+  if (out.built.empty()) {
+    std::vector<std::string> why;
+    for (const SkippedTask& k : out.skipped)
+      why.push_back(fmt::format("{} needs {}: {}", k.name, k.needs, k.reason));
+    fail("tasks build: no task could be built from {} (valid split; {}):\n  {}", o.corpus, looked,
+         fmt::join(why, "\n  "));
+  }
   write_file_atomic((fs::path(o.out) / "tasks.json").string(), manifest.dump(2) + "\n");
   return out;
 }
