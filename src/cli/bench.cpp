@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
+#include "core/profile.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "data/tokenizer/bench.hpp"
@@ -50,7 +51,7 @@ struct BenchOptions {
   int batch = 8, micro_batch = 0, iters = 5, warmup = 2, threads = 0, ep = 1;
   int64_t prompt_tokens = 0, max_tokens = 0;  // --decode; 0: 64 and 256, less if seq_len is short
   int64_t gen_batch = 1;                      // --decode: sequences decoded together
-  bool json = false, train = false, decode = false;
+  bool json = false, train = false, decode = false, profile = false;
   std::string vocab, ns_dtype = "fp32";
   std::vector<std::string> files;
 };
@@ -111,9 +112,11 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   t.data = {{"kind", "rows"}, {"path", rows}};
   std::vector<double> step, step_cpu, comm, ns, a2a;
   int64_t bytes = 0, a2a_bytes = 0;
+  std::vector<profile::Row> profile_rows;
   {
     Trainer trainer(t, dir + "/run", "", &world);
     for (int i = 0; i < o.warmup + o.iters; ++i) {
+      if (o.profile && i == o.warmup) profile::enable(true);  // the timed steps only
       const Timer timer;
       const double c0 = process_cpu_seconds();
       const StepResult r = trainer.train_step();
@@ -122,6 +125,8 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
       a2a.push_back(r.all_to_all_seconds), a2a_bytes = r.all_to_all_bytes;
       step_cpu.push_back(process_cpu_seconds() - c0);
     }
+    profile_rows = profile::rows();
+    profile::enable(false);
     // Newton–Schulz of every MuonH tensor on the last gradients (all of them, on one rank).
     Model<float>& m = trainer.model();
     const auto ns_products =
@@ -145,18 +150,52 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
   const double t_med = median(step);
-  return {{"step_seconds_median", t_med},
-          {"cpu_seconds_median", median(step_cpu)},
-          {"comm_seconds_median", median(comm)},
-          {"comm_fraction", median(comm) / t_med},
-          {"comm_bytes_per_rank", bytes},
-          {"micro_batch", t.micro_batch},
-          {"ep", t.ep},
-          {"all_to_all_seconds_median", median(a2a)},
-          {"all_to_all_bytes_per_rank", a2a_bytes},
-          {"newton_schulz_seconds_median", median(ns)},
-          {"newton_schulz_fraction_of_step", median(ns) / t_med},
-          {"ns_dtype", t.optim.ns_dtype}};
+  nlohmann::json ops = nlohmann::json::array();
+  for (const profile::Row& r : profile_rows)
+    ops.push_back({{"op", r.name},
+                   {"seconds_per_step", r.seconds / o.iters},
+                   {"calls_per_step", double(r.calls) / o.iters},
+                   {"flops_per_step", r.flops / o.iters}});
+  nlohmann::json out = {{"step_seconds_median", t_med},
+                        {"cpu_seconds_median", median(step_cpu)},
+                        {"comm_seconds_median", median(comm)},
+                        {"comm_fraction", median(comm) / t_med},
+                        {"comm_bytes_per_rank", bytes},
+                        {"micro_batch", t.micro_batch},
+                        {"ep", t.ep},
+                        {"all_to_all_seconds_median", median(a2a)},
+                        {"all_to_all_bytes_per_rank", a2a_bytes},
+                        {"newton_schulz_seconds_median", median(ns)},
+                        {"newton_schulz_fraction_of_step", median(ns) / t_med},
+                        {"ns_dtype", t.optim.ns_dtype}};
+  if (o.profile) {
+    out["profile"] = ops;
+    double sum = 0;
+    for (double s : step) sum += s;
+    out["step_seconds_mean"] = sum / double(step.size());  // what the op rows add up to
+  }
+  return out;
+}
+
+// --profile: where the step goes, op by op (self time; the products' FLOPs each op ran), as
+// shares of the mean timed step, against the peak the step is judged by (bf16's for a bf16 step,
+// although Newton–Schulz's products in optimizer.update run in fp32 unless --ns-dtype compute).
+void print_profile(const nlohmann::json& ops, double step_seconds, double peak, bool bf16) {
+  fmt::print("\nper-op profile (rank 0; mean of the timed steps; self time):\n");
+  fmt::print("  {:<26} {:>7} {:>10} {:>7} {:>9} {:>9}\n", "op", "calls", "ms/step", "step",
+             "GFLOP/s", bf16 ? "% bf16" : "% fp32");
+  double timed = 0;
+  for (const auto& r : ops) {
+    const double s = r["seconds_per_step"], f = r["flops_per_step"];
+    timed += s;
+    const double g = s > 0 ? f / s / 1e9 : 0;
+    fmt::print("  {:<26} {:>7.0f} {:>10.1f} {:>6.1f}% {:>9} {:>9}\n", r["op"].get<std::string>(),
+               r["calls_per_step"].get<double>(), s * 1e3, 100 * s / step_seconds,
+               f > 0 ? fmt::format("{:.1f}", g) : "-",
+               f > 0 ? fmt::format("{:.1f}%", 100 * g / peak) : "-");
+  }
+  fmt::print("  {:<26} {:>7} {:>10.1f} {:>6.1f}%\n", "(outside every op)", "",
+             (step_seconds - timed) * 1e3, 100 * (step_seconds - timed) / step_seconds);
 }
 
 // Incremental decoding as `marin sample` (one sequence) and generate_until (--gen-batch
@@ -307,6 +346,7 @@ void print_step_report(const BenchOptions& o, const ModelConfig& c, const nlohma
 int bench_model(BenchOptions o) {
   if (o.model.preset.empty() && o.model.config.empty()) o.model.preset = "cpu-small";
   if (o.train && o.decode) fail("marin bench: give --train or --decode, not both");
+  if (o.profile && !o.train) fail("marin bench: --profile profiles the training step: add --train");
   const ModelConfig c = o.model.resolve();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
@@ -370,6 +410,8 @@ int bench_model(BenchOptions o) {
   }
   print_machine(j, world.size(), threads, job_peak, job_bf16_peak);
   print_step_report(o, c, j, n, t_med, gflops, bf16 ? job_bf16_peak : job_peak, bf16);
+  if (o.profile)
+    print_profile(j["profile"], j["step_seconds_mean"], bf16 ? job_bf16_peak : job_peak, bf16);
   return 0;
 }
 
@@ -421,6 +463,9 @@ MARIN_COMMAND(
       app.add_flag("--train", o->train,
                    "time the full training step as marin train runs it (data parallel "
                    "under mpirun) and Newton–Schulz");
+      app.add_flag("--profile", o->profile,
+                   "--train: each op's time per step, share of the step, GFLOP/s of its "
+                   "products and % of the peak (docs/benchmarks.md)");
       app.add_flag("--decode", o->decode,
                    "time incremental decoding as marin sample runs it (one sequence), or "
                    "generate_until (--gen-batch sequences together)");

@@ -1,7 +1,10 @@
 #include "model/block.hpp"
 
 #include <fmt/format.h>
+
 #include <algorithm>
+
+#include "core/profile.hpp"
 
 namespace marin {
 
@@ -61,16 +64,28 @@ void Block<T>::forward(const T* h_in, const int32_t* seg, T* h_out, int B, const
   const int S = at ? 1 : S_;
   const i64 rows = i64(B) * S, d = c_.hidden_dim;
   const int k = int(c_.sconv_kernel);
-  attn_norm_.forward(h_in, a_in_.data(), rows);
-  attn_.forward(a_in_.data(), seg, att_.data(), B, at);
-  residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S, d, k, at,
-               &LayerCache<T>::tap_attn);
-
-  mlp_norm_.forward(h_mid_.data(), m_in_.data(), rows);
-  moe_.forward(m_in_.data(), m_.data(), rows, dispatch);
-  for (size_t j = 0; j < shared_.size(); ++j)
-    shared_[j].forward(m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
-                       m_.data(), /*accumulate_y=*/true);
+  {
+    const profile::Scope ps("attention.forward");  // norm, projections, scores, XSA, gate
+    attn_norm_.forward(h_in, a_in_.data(), rows);
+    attn_.forward(a_in_.data(), seg, att_.data(), B, at);
+  }
+  {
+    const profile::Scope ps("residual+sconv.forward");
+    residual_add(h_in, att_.data(), sconv_attn_, seg, h_mid_.data(), B, S, d, k, at,
+                 &LayerCache<T>::tap_attn);
+  }
+  {
+    const profile::Scope ps("moe.forward");  // norm, router, latent projections, dispatch
+    mlp_norm_.forward(h_mid_.data(), m_in_.data(), rows);
+    moe_.forward(m_in_.data(), m_.data(), rows, dispatch);
+  }
+  {
+    const profile::Scope ps("shared_experts.forward");
+    for (size_t j = 0; j < shared_.size(); ++j)
+      shared_[j].forward(m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
+                         m_.data(), /*accumulate_y=*/true);
+  }
+  const profile::Scope ps("residual+sconv.forward");
   residual_add(h_mid_.data(), m_.data(), sconv_mlp_, seg, h_out, B, S, d, k, at,
                &LayerCache<T>::tap_mlp);
 }
@@ -87,29 +102,39 @@ void Block<T>::backward(const T* dh_out, T* dh_in, int B, Arena<T>& arena) {
   // MoE branch.
   const T* dm = dh_out;
   if (sconv_mlp_.w) {
+    const profile::Scope ps("residual+sconv.backward");
     kernels::sconv_bwd(dh_out, m_.data(), sconv_mlp_.w, seg_, dbranch, sconv_mlp_.g, B, S_, int(d),
                        k);
     dm = dbranch;
   }
   std::fill(dnorm_in, dnorm_in + n, T(0));
-  moe_.backward(dm, dnorm_in, arena);
   {
+    const profile::Scope ps("moe.backward");
+    moe_.backward(dm, dnorm_in, arena);
+  }
+  {
+    const profile::Scope ps("shared_experts.backward");
     ArenaScope<T> inner(arena);
     T* s = arena.take(3 * rows * c_.shared_dim);
     for (size_t j = 0; j < shared_.size(); ++j)
       shared_[j].backward(dm, m_in_.data(), rows, sh_a_[j].data(), sh_b_[j].data(), sh_h_[j].data(),
                           dnorm_in, /*accumulate_dx=*/true, s);
   }
-  mlp_norm_.backward(dnorm_in, dh_mid, rows, arena);
-  kernels::add(dh_mid, dh_out, dh_mid, n);
+  {
+    const profile::Scope ps("moe.backward");
+    mlp_norm_.backward(dnorm_in, dh_mid, rows, arena);
+    kernels::add(dh_mid, dh_out, dh_mid, n);
+  }
 
   // Attention branch.
   const T* da = dh_mid;
   if (sconv_attn_.w) {
+    const profile::Scope ps("residual+sconv.backward");
     kernels::sconv_bwd(dh_mid, att_.data(), sconv_attn_.w, seg_, dbranch, sconv_attn_.g, B, S_,
                        int(d), k);
     da = dbranch;
   }
+  const profile::Scope ps("attention.backward");
   attn_.backward(da, dnorm_in, B, arena);
   attn_norm_.backward(dnorm_in, dh_in, rows, arena);
   kernels::add(dh_in, dh_mid, dh_in, n);

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <type_traits>
 
 #include "core/error.hpp"
 #include "core/limits.hpp"
+#include "core/profile.hpp"
 #include "kernels/loss.hpp"
 #include "parallel/comm.hpp"
 
@@ -162,12 +164,16 @@ LossStats Model<T>::forward(const Batch& b) {
 
   if (!b.same_weights) refresh_weight_copy();
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
-  kernels::embedding_fwd(param("embed.weight"), tokens_.data(), embed_.data(), rows, d);
-  embed_norm_.forward(embed_.data(), hs_.data(), rows);
+  {
+    const profile::Scope ps("embedding.forward");
+    kernels::embedding_fwd(param("embed.weight"), tokens_.data(), embed_.data(), rows, d);
+    embed_norm_.forward(embed_.data(), hs_.data(), rows);
+  }
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
                         Dispatch{b.evaluation ? Transport::Dropless : dispatch_.transport,
                                  dispatch_.waves, dispatch_.group, experts_});
+  const profile::Scope ps("lm_head+loss.forward");
   final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
   linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);
@@ -188,6 +194,7 @@ void Model<T>::backward() {
   MARIN_CHECK(use() == ModelUse::Training,
               "backward() of a model built for inference (ModelUse::Inference has no gradients)");
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
+  std::optional<profile::Scope> ps(std::in_place, "lm_head+loss.backward");
   kernels::zero(grads_.data(), i64(grads_.size()));
   kernels::zero(source_grads_.data(), i64(source_grads_.size()));
   ArenaScope<T> scope(arena_);
@@ -201,10 +208,12 @@ void Model<T>::backward() {
   T* dh2 = arena_.take(rows * d);
   linear_bwd(dlogits, hf_.data(), param("lm_head"), dh2, grad("lm_head"), rows, d, V);
   final_norm_.backward(dh2, dh, rows, arena_);
+  ps.reset();
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward(dh, dh2, B_, arena_);
     std::swap(dh, dh2);
   }
+  const profile::Scope pe("embedding.backward");
   embed_norm_.backward(dh, dh2, rows, arena_);
   kernels::embedding_bwd(dh2, tokens_.data(), grad("embed.weight"), rows, d);
   // The router bias (QB state, group State) is left at the zero of grads_.zero(): no module

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/profile.hpp"
 #include "core/timer.hpp"
 #include "kernels/optim.hpp"
 #include "model/expert_shard.hpp"
@@ -289,11 +290,18 @@ StepResult StepEngine::step(BatchSource& data, int64_t step) {
   const ModelConfig& c = opt_.model;
   StepResult out;
   const kernels::DtypeScope dtype(dtype_);
-  data.next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
+  {
+    const profile::Scope ps("data.next");
+    data.next(opt_.batch, tokens_.data(), labels_.data(), seg_.data());
+  }
   for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
   for (int64_t l = 0; l < c.num_layers; ++l) model_->block(l).moe().take_traffic();  // validation
   const LossStats s = forward_backward(/*backward=*/true);
-  const bool grads_finite = reduce_gradients(out, step);
+  bool grads_finite = false;
+  {
+    const profile::Scope ps("gradients.reduce");
+    grads_finite = reduce_gradients(out, step);
+  }
   out.loss = s;
   out.finite = grads_finite && std::isfinite(s.loss);
   nlohmann::json& m = out.metrics;
@@ -307,9 +315,10 @@ StepResult StepEngine::step(BatchSource& data, int64_t step) {
   if (ep() > 1) m["ep"] = ep();
   const LearningRates lr = optimizer_->rates(step);
   m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
-  if (out.finite)
+  if (out.finite) {
+    const profile::Scope ps("optimizer.update");
     update(out, step);
-  else
+  } else
     m["skipped"] = "non-finite loss or gradient, update skipped";
   return out;
 }

@@ -17,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/profile.hpp"
 #include "kernels/cpu/attention_rows.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
@@ -563,9 +564,21 @@ bool try_fast_bwd<float>(const AttnShape& s, const float* q, const float* k, con
 
 }  // namespace
 
+namespace {
+// The products' FLOPs of a forward (QKᵀ and PV: 2 · 2·hd per visible query-key pair and head),
+// counting the causal window's pairs and not the segment masks (the model's nominal FLOPs), for
+// the per-op profile.
+double attention_fwd_flops(const AttnShape& s) {
+  const double S = s.S, W = s.window > 0 && s.window < s.S ? s.window : s.S;
+  const double pairs = W * (W + 1) / 2 + (S - W) * W;  // Σ_t min(t + 1, W)
+  return 4.0 * s.hd * double(s.H) * double(s.B) * pairs;
+}
+}  // namespace
+
 template <class T>
 void attention_fwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
                    T* out, T* lse) {
+  profile::add_flops(attention_fwd_flops(s));
   const RowInfo ri = cpu::row_info(s, seg);
   if (!try_fast_fwd<T>(s, q, k, v, seg, out, lse, ri)) fwd_generic(s, q, k, v, seg, out, lse, ri);
 }
@@ -573,6 +586,7 @@ void attention_fwd(const AttnShape& s, const T* q, const T* k, const T* v, const
 template <class T>
 void attention_bwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
                    const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+  profile::add_flops(2 * attention_fwd_flops(s));  // dQ, dK, dV and dP: twice the forward
   const RowInfo ri = cpu::row_info(s, seg);
   if (!try_fast_bwd<T>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri))
     bwd_generic(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);

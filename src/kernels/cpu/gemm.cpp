@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/profile.hpp"
 #include "kernels/cpu/weight_copy.hpp"
 #include "kernels/kernels.hpp"
 
@@ -322,6 +323,7 @@ template <>
 void gemm<float>(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
                  const float* B, i64 ldb, float beta, float* C, i64 ldc, Precision p) {
   if (M == 0 || N == 0) return;
+  profile::add_flops(2.0 * double(M) * double(N) * double(K));
   const Dtype d = p == Precision::fp32 || K == 0 ? Dtype::fp32 : compute_dtype();
   switch (d) {
     case Dtype::fp32:
@@ -340,6 +342,7 @@ template <>
 void gemm<double>(bool ta, bool tb, i64 M, i64 N, i64 K, double alpha, const double* A, i64 lda,
                   const double* B, i64 ldb, double beta, double* C, i64 ldc, Precision) {
   if (M == 0 || N == 0) return;
+  profile::add_flops(2.0 * double(M) * double(N) * double(K));
   if (M == 1 && K > 0 && !ta) {  // one row (a decoding step, a one-row expert block): a gemv
     cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? N : K, tb ? K : N, alpha, B,
                 ldb, A, 1, beta, C, 1);
@@ -376,11 +379,13 @@ void syrk(bool trans, i64 n, i64 k, T alpha, const T* A, i64 lda, T beta, T* C, 
   const CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
     if (syrk_as_full_product()) {
+      profile::add_flops(2.0 * double(n) * double(n) * double(k));
       sgemm(trans, !trans, n, n, k, alpha, A, lda, A, lda, beta, C, ldc);
       mirror_upper(C, n, ldc);  // symmetric to the bit, as OpenBLAS's is
       return;
     }
   }
+  profile::add_flops(double(n) * double(n + 1) * double(k));  // one triangle
   if constexpr (std::is_same_v<T, float>)
     cblas_ssyrk(CblasRowMajor, CblasUpper, t, n, k, alpha, A, lda, beta, C, ldc);
   else

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/profile.hpp"
 #include "parallel/comm.hpp"
 
 namespace marin {
@@ -69,11 +70,20 @@ void MoELayer<T>::forward(const T* x, T* out, i64 rows, const Dispatch& dispatch
   kernels::rmsnorm_fwd(z0_.data(), norm_.w, z_.data(), rstd_.data(), rows, l, 1e-5);
 
   const Routing<T>& r = router_.routing();
-  rows_at_experts_ = dispatcher_->dispatch(r, z_.data(), rows, dispatch, c_.capacity_factor);
-  experts_.forward(rows_at_experts_.offsets, rows_at_experts_.blocks, rows_at_experts_.input,
-                   rows_at_experts_.output);
+  {
+    const profile::Scope ps("moe.dispatch");
+    rows_at_experts_ = dispatcher_->dispatch(r, z_.data(), rows, dispatch, c_.capacity_factor);
+  }
+  {
+    const profile::Scope ps("moe.experts.forward");
+    experts_.forward(rows_at_experts_.offsets, rows_at_experts_.blocks, rows_at_experts_.input,
+                     rows_at_experts_.output);
+  }
   T* R = r_.data();
-  dispatcher_->combine(r, R);
+  {
+    const profile::Scope ps("moe.dispatch");
+    dispatcher_->combine(r, R);
+  }
   linear_fwd(R, up_.w, out, rows, l, d);
 }
 
@@ -90,9 +100,19 @@ void MoELayer<T>::backward(const T* dout, T* dx, Arena<T>& arena) {
   T* scratch = arena.take(3 * n * c_.expert_dim + 1);
 
   linear_bwd(dout, r_.data(), up_.w, dR, up_.g, rows, l, d);
-  const T* dyg = dispatcher_->combine_backward(router_.routing(), dR, dw, arena);
-  experts_.backward(rows_at_experts_.offsets, rows_at_experts_.blocks, dyg, dxg, scratch);
-  dispatcher_->dispatch_backward(dxg, dz);
+  const T* dyg = nullptr;
+  {
+    const profile::Scope ps("moe.dispatch");
+    dyg = dispatcher_->combine_backward(router_.routing(), dR, dw, arena);
+  }
+  {
+    const profile::Scope ps("moe.experts.backward");
+    experts_.backward(rows_at_experts_.offsets, rows_at_experts_.blocks, dyg, dxg, scratch);
+  }
+  {
+    const profile::Scope ps("moe.dispatch");
+    dispatcher_->dispatch_backward(dxg, dz);
+  }
   kernels::rmsnorm_bwd(dz, z0_.data(), norm_.w, rstd_.data(), dz0, norm_.g, rows, l);
   linear_bwd(dz0, x_, down_.w, dx, down_.g, rows, d, l, /*accumulate_dx=*/true);
   router_.backward(dw, x_, dx, arena);
