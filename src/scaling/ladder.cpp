@@ -669,7 +669,7 @@ std::map<int64_t, json> task_records(const Rung& rung) {
     if (line.empty()) continue;
     const json j = parse_json(line, fmt::format("{}:{}", file, lineno));
     if (j.contains("tasks") && j["tasks"].is_object())
-      out[j.at("step").get<int64_t>() + 1] = j["tasks"].value("tasks", json::object());
+      out[j.at("step").get<int64_t>()] = j["tasks"].value("tasks", json::object());
   }
   return out;
 }
@@ -688,9 +688,9 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
     ++lineno;
     if (line.empty()) continue;
     const json j = parse_json(line, fmt::format("{}:{}", file, lineno));
-    // "step" is the 0-based index of the step just taken; valid_ce is measured after it.
+    // "step" counts the steps done (1-based); valid_ce is measured after that step.
     if (j.contains("valid_ce") && j["valid_ce"].is_number())
-      ce[j.at("step").get<int64_t>() + 1] = j["valid_ce"].get<double>();
+      ce[j.at("step").get<int64_t>()] = j["valid_ce"].get<double>();
   }
   std::vector<CurvePoint> curve;
   for (int64_t k = 1; k <= kFractions; ++k) {
