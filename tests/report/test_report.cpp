@@ -2,7 +2,8 @@
 // forecast, rendered by headless Chromium; the page's own script marks every chart it drew with
 // the number of data points (and the x-axis, smoothing and log state it drew with), and the tests
 // read those marks from the DOM, after driving the page's controls with a script of their own.
-// The screenshot is kept in BUILD/test-artifacts/report.png (docs/img/report.png is a copy).
+// The screenshots are kept in BUILD/test-artifacts/: report.png, the whole page, and
+// report-top.png, its top with smoothing on (docs/img/report.png is a copy of it).
 // Skipped (with the reason) only when Chromium is absent.
 #include <gtest/gtest.h>
 
