@@ -250,9 +250,20 @@ TEST(Report, RendersInHeadlessChromiumWithEveryChartFilled) {
 TEST(Report, WriteReportIsTheTrainersHookAndToleratesALineBeingWritten) {
   TempDir dir("report-live");
   write_rows(dir.str("rows.bin"), 32);
-  const RunResult t = run("train --preset tiny --rows " + dir.str("rows.bin") +
-                          " --batch 2 --steps 16 --ckpt-every 8 --out " + dir.str("runA"));
+  const RunResult t =
+      run("train --preset tiny --rows " + dir.str("rows.bin") +
+          " --batch 2 --steps 16 --ckpt-every 8 --report-every 8 --out " + dir.str("runA"));
   ASSERT_EQ(t.code, 0) << t.out;
+  // The trainer's own report (--report-every), rewritten at steps 8 and 16, keeps the run's
+  // peak: measured once per process, not dropped after the first report.
+  {
+    const std::string page = read_file(dir.str("runA/report.html"));
+    const size_t at = page.find("const DATA = ");
+    ASSERT_NE(at, std::string::npos);
+    const auto data = nlohmann::json::parse(page.substr(at + 13, page.find(";\n", at) - at - 13));
+    EXPECT_EQ(data["runs"][0]["columns"]["step"].back(), 16);
+    EXPECT_GT(data["runs"][0]["peak"]["gflops"].get<double>(), 0) << data["runs"][0].dump();
+  }
   // A run in progress: its last metrics line is half written.
   const std::string run = dir.str("live");
   fs::create_directories(run);
