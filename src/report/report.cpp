@@ -58,7 +58,7 @@ void flatten(const json& j, const std::string& prefix, std::map<std::string, dou
 
 // RUN/metrics.jsonl as columns (null where a line lacks the field); thinned to about max_points
 // lines, always keeping the lines that carry an evaluation or a forecast record.
-json metric_columns(const std::string& path, int max_points, json& last_eval) {
+json metric_columns(const std::string& path, int max_points, json& last_eval, bool& zero_based) {
   std::vector<json> lines;
   if (fs::exists(path)) {
     const std::string text = read_file(path);
@@ -75,6 +75,14 @@ json metric_columns(const std::string& path, int max_points, json& last_eval) {
       }
     }
   }
+  // A metrics.jsonl written before steps counted from 1 starts at "step": 0 (a fresh run; a
+  // fork of such a run cannot be told apart): its steps are shifted onto the one convention.
+  zero_based =
+      !lines.empty() && lines.front().is_object() && lines.front().value("step", json()) == 0;
+  if (zero_based)
+    for (json& m : lines)
+      if (m.is_object() && m.contains("step") && m["step"].is_number_integer())
+        m["step"] = m["step"].get<int64_t>() + 1;
   const size_t stride = std::max<size_t>(1, lines.size() / size_t(std::max(1, max_points)));
   std::vector<std::map<std::string, double>> rows;
   std::map<std::string, int> names;
@@ -221,7 +229,10 @@ json run_data(const std::string& run, const ReportOptions& o) {
                   {"train_flops_per_token", 3.0 * double(forward_flops_per_token(c))}};
   }
   json last_eval;
-  r["columns"] = metric_columns(metrics, o.max_points, last_eval);
+  bool zero_based = false;
+  r["columns"] = metric_columns(metrics, o.max_points, last_eval, zero_based);
+  if (zero_based)
+    r["note"] = metrics + " counts steps from 0 (written before marin counted from 1): shown + 1";
   r["last_eval"] = last_eval;
   r["checkpoints"] = checkpoints(run, layers);
   if (r.value("threads", 0) == 0)  // a run.json without it: the newest checkpoint's state.json

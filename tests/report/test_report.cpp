@@ -541,3 +541,22 @@ TEST(Report, PeakMatchesTheRunsDtypeAndThreadsAndSaysSo) {
       << p[2]["peak"];
   for (const auto& r : p) EXPECT_GT(r["peak"]["gflops"].get<double>(), 0) << r["peak"];
 }
+
+// A metrics.jsonl written before steps counted from 1 (a fresh run's first line is "step": 0) is
+// drawn on the one convention, with a note saying so; a current one is drawn as it is.
+TEST(Report, OlderZeroBasedMetricsAreShownOneBased) {
+  TempDir dir("report-zero");
+  fs::create_directories(dir.path / "old");
+  fs::create_directories(dir.path / "new");
+  write_file_atomic(dir.str("old/metrics.jsonl"),
+                    "{\"step\": 0, \"loss\": 3.0}\n{\"step\": 1, \"loss\": 2.0}\n");
+  write_file_atomic(dir.str("new/metrics.jsonl"),
+                    "{\"step\": 1, \"loss\": 3.0}\n{\"step\": 2, \"loss\": 2.0}\n");
+  report::ReportOptions o;
+  o.measure_peak = false;
+  const auto data = nlohmann::json::parse(report::report_data({dir.str("old"), dir.str("new")}, o));
+  EXPECT_EQ(data["runs"][0]["columns"]["step"], nlohmann::json({1, 2}));
+  EXPECT_EQ(data["runs"][1]["columns"]["step"], nlohmann::json({1, 2}));
+  EXPECT_NE(data["runs"][0].value("note", "").find("counts steps from 0"), std::string::npos);
+  EXPECT_FALSE(data["runs"][1].contains("note"));
+}
