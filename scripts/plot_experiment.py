@@ -17,8 +17,8 @@ def read(path):
 
 def one_run(run, out):
     m = read(os.path.join(run, "metrics.jsonl"))
-    train = [(j["step"] + 1, j["loss"]) for j in m if "loss" in j]
-    valid = [(j["step"] + 1, j["valid_ce"]) for j in m if "valid_ce" in j]
+    train = [(j["step"], j["loss"]) for j in m if "loss" in j]
+    valid = [(j["step"], j["valid_ce"]) for j in m if "valid_ce" in j]
     if not train:
         sys.exit(f"plot_experiment: {run}/metrics.jsonl has no steps")
     plt.figure(figsize=(7, 4.5))
@@ -37,7 +37,7 @@ def many_runs(root, out):
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name, "metrics.jsonl")
         if not os.path.exists(path): continue
-        pts = [(j["step"] + 1, j["valid_ce"]) for j in read(path) if "valid_ce" in j]
+        pts = [(j["step"], j["valid_ce"]) for j in read(path) if "valid_ce" in j]
         if pts: curves[name] = pts
     if not curves:
         sys.exit(f"plot_experiment: no run under {root} has validation CE in its metrics.jsonl")

@@ -108,11 +108,11 @@ def main():
             for line in f:
                 j = json.loads(line)
                 if metric == "macro_loss" and "eval" in j:
-                    seen[j["step"] + 1] = j["eval"]["macro_loss"]
+                    seen[j["step"]] = j["eval"]["macro_loss"]
                     if j["eval"].get("clean_macro_loss") is not None:
-                        seen_clean[j["step"] + 1] = j["eval"]["clean_macro_loss"]
+                        seen_clean[j["step"]] = j["eval"]["clean_macro_loss"]
                 elif metric != "macro_loss" and "valid_ce" in j:
-                    seen[j["step"] + 1] = j["valid_ce"]
+                    seen[j["step"]] = j["valid_ce"]
         for got, style, color, label in ((seen, "s-", "C3", "actual"),
                                          (seen_clean, "s--", "C1", "actual, clean-only")):
             pts = [(e["fraction"], got[e["target_step"]]) for e in fits if e["target_step"] in got]

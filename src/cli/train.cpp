@@ -205,13 +205,16 @@ MARIN_COMMAND(
           ->excludes(resume);
       add_table_options(app, *a);
       app.add_option("--inject-nan-grad", a->inject_nan,
-                     "testing aid: poison the gradient at these steps")
+                     "testing aid: poison the gradient at these steps (0-based indices: index i is "
+                     "step i + 1 of the log)")
           ->group("");
       app.add_option("--inject-nan-param", a->inject_nan_param,
-                     "testing aid: a NaN in the updated parameters at these steps")
+                     "testing aid: a NaN in the updated parameters at these steps (0-based "
+                     "indices: index i is step i + 1 of the log)")
           ->group("");
       app.add_option("--inject-inf-state", a->inject_inf_state,
-                     "testing aid: an Inf in the updated optimizer state at these steps")
+                     "testing aid: an Inf in the updated optimizer state at these steps (0-based "
+                     "indices: index i is step i + 1 of the log)")
           ->group("");
       return [a] { return run_train(*a); };
     });

@@ -3,6 +3,7 @@
 #include "report/report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -57,7 +58,7 @@ void flatten(const json& j, const std::string& prefix, std::map<std::string, dou
 
 // RUN/metrics.jsonl as columns (null where a line lacks the field); thinned to about max_points
 // lines, always keeping the lines that carry an evaluation or a forecast record.
-json metric_columns(const std::string& path, int max_points, json& last_eval) {
+json metric_columns(const std::string& path, int max_points, json& last_eval, bool& zero_based) {
   std::vector<json> lines;
   if (fs::exists(path)) {
     const std::string text = read_file(path);
@@ -74,17 +75,30 @@ json metric_columns(const std::string& path, int max_points, json& last_eval) {
       }
     }
   }
+  // A metrics.jsonl written before steps counted from 1 starts at "step": 0 (a fresh run; a
+  // fork of such a run cannot be told apart): its steps are shifted onto the one convention.
+  zero_based =
+      !lines.empty() && lines.front().is_object() && lines.front().value("step", json()) == 0;
+  if (zero_based)
+    for (json& m : lines)
+      if (m.is_object() && m.contains("step") && m["step"].is_number_integer())
+        m["step"] = m["step"].get<int64_t>() + 1;
   const size_t stride = std::max<size_t>(1, lines.size() / size_t(std::max(1, max_points)));
   std::vector<std::map<std::string, double>> rows;
   std::map<std::string, int> names;
+  double wall = 0;  // the run's training time so far: Σ step_seconds of every line, thinned or not
+  // seam: bookkeeping over the lines of a file, not tensor math
   for (size_t i = 0; i < lines.size(); ++i) {
     const json& m = lines[i];
+    if (m.contains("step_seconds") && m["step_seconds"].is_number())
+      wall += m["step_seconds"].get<double>();
     if (m.contains("eval")) last_eval = {{"step", m.value("step", 0)}, {"eval", m["eval"]}};
     const bool keep = i % stride == 0 || i + 1 == lines.size() || m.contains("eval") ||
                       m.contains("valid_ce") || m.contains("forecast");
     if (!keep) continue;
     rows.emplace_back();
     flatten(m, "", rows.back());
+    rows.back()["x.wall_seconds"] = wall;
     for (auto& [k, _] : rows.back()) names[k] = 1;
   }
   json cols = json::object();
@@ -116,6 +130,7 @@ json checkpoints(const std::string& run, int64_t layers) {
       const std::string path = (p / "state.json").string();
       const json st = load_json(path);
       c["step"] = json_value(st, "step", int64_t(-1), path);
+      c["threads"] = json_value(st, "threads", 0, path);
       if (st.contains("lineage") && !st["lineage"].is_null()) c["lineage"] = st["lineage"];
     }
     const fs::path model = p / "model.safetensors";
@@ -172,8 +187,7 @@ json forecast_band(const std::string& path) {
 json run_data(const std::string& run, const ReportOptions& o) {
   if (!fs::is_directory(run)) fail("run directory '{}' does not exist", run);
   const std::string metrics = run + "/metrics.jsonl";
-  if (!fs::exists(metrics) && !fs::exists(run + "/run.json"))
-    fail("'{}' is not a run directory (no metrics.jsonl or run.json)", run);
+  if (!is_run_dir(run)) fail("'{}' is not a run directory (no metrics.jsonl or run.json)", run);
   json r;
   r["dir"] = fs::absolute(run).lexically_normal().string();
   std::string name = fs::path(r["dir"].get<std::string>()).filename().string();
@@ -186,6 +200,8 @@ json run_data(const std::string& run, const ReportOptions& o) {
     if (!opts.is_object()) json_type_error(path, "options", "an object", opts);
     r["lineage"] = rj.value("lineage", json());
     r["world_size"] = json_value(rj, "world_size", 1, path);
+    r["dtype"] = json_value(rj, "dtype", std::string(), path);  // "": written before it was
+    r["threads"] = json_value(rj, "threads", 0, path);          // 0: written before it was
   }
   int64_t layers = 0;
   if (opts.contains("model")) {
@@ -213,9 +229,24 @@ json run_data(const std::string& run, const ReportOptions& o) {
                   {"train_flops_per_token", 3.0 * double(forward_flops_per_token(c))}};
   }
   json last_eval;
-  r["columns"] = metric_columns(metrics, o.max_points, last_eval);
+  bool zero_based = false;
+  r["columns"] = metric_columns(metrics, o.max_points, last_eval, zero_based);
+  if (zero_based)
+    r["note"] = metrics + " counts steps from 0 (written before marin counted from 1): shown + 1";
   r["last_eval"] = last_eval;
   r["checkpoints"] = checkpoints(run, layers);
+  if (r.value("threads", 0) == 0)  // a run.json without it: the newest checkpoint's state.json
+    for (const json& c : r["checkpoints"])
+      if (c.value("threads", 0) > 0) r["threads"] = c["threads"];
+  if (r.contains("model") && r["columns"].contains("step")) {
+    // Tokens trained on so far: the step (1-based, the steps done) × batch × seq_len.
+    const double per_step =
+        double(r["model"]["batch"].get<int64_t>()) * double(r["model"]["seq_len"].get<int64_t>());
+    json tokens = json::array();
+    for (const json& step : r["columns"]["step"])
+      tokens.push_back(step.is_number() ? json(step.get<double>() * per_step) : json());
+    r["columns"]["x.tokens"] = std::move(tokens);
+  }
   std::string fc = o.forecast.empty()
                        ? json_value(opts, "forecast", std::string(), run + "/run.json: options")
                        : o.forecast;
@@ -229,6 +260,7 @@ json run_data(const std::string& run, const ReportOptions& o) {
   if (fs::exists(run + "/forecast_report.json"))
     r["forecast_report"] = load_json(run + "/forecast_report.json");
   r["task_scores"] = run_task_scores(run, o.task_results);
+  r["domain_evals"] = run_domain_evals(run);
   return r;
 }
 
@@ -261,7 +293,66 @@ void replace_once(std::string& s, const std::string& what, const std::string& wi
   s.replace(at, what.size(), with);
 }
 
+json peak_of(const json& run) {
+  const std::string dtype = run.value("dtype", std::string());
+  const int recorded = run.value("threads", 0), ranks = std::max(1, run.value("world_size", 1));
+  const int threads = recorded > 0 ? recorded : omp_get_max_threads();
+  // Measured once per process and (dtype, threads): a trainer refreshing its report every N
+  // steps pays it once. The same functions as marin bench's peaks (kernels/cpu/peak.cpp).
+  static std::map<std::pair<bool, int>, double> measured;
+  auto peak = [&](bool bf16) {
+    auto [it, fresh] = measured.try_emplace({bf16, threads}, 0.0);
+    if (fresh)
+      it->second = bf16 ? kernels::measure_bf16_peak(threads).gflops
+                        : kernels::measure_fma_peak(threads).gflops;
+    return it->second;
+  };
+  // A bf16 run is judged against the bf16 dot-product peak, as marin bench judges it; the
+  // emulated bf16 runs fp32 FMAs, and a CPU without avx512_bf16 has no bf16 peak.
+  const double bf16 = dtype == "bf16" ? peak(true) : 0;
+  std::string what = bf16 > 0 ? "the bf16 peak" : "the fp32 FMA peak";
+  if (dtype == "bf16" && bf16 == 0) what += " (this CPU has no bf16 dot product)";
+  if (dtype == "bf16-emulated") what += " (bf16 emulated with fp32 FMAs)";
+  what += fmt::format(" at {} thread{}", threads, threads == 1 ? "" : "s");
+  if (recorded == 0) what += " (run.json records no thread count: this process's)";
+  if (ranks > 1) what += fmt::format(" × {} ranks", ranks);
+  if (dtype.empty()) what += " (run.json records no dtype: fp32 assumed)";
+  const double gflops = (bf16 > 0 ? bf16 : peak(false)) * ranks;
+  return {{"gflops", gflops}, {"dtype", bf16 > 0 ? "bf16" : "fp32"}, {"threads", threads},
+          {"ranks", ranks},   {"isa", kernels::isa_name()},          {"label", what}};
+}
+
 }  // namespace
+
+bool is_run_dir(const std::string& dir) {
+  return fs::is_directory(dir) &&
+         (fs::exists(fs::path(dir) / "metrics.jsonl") || fs::exists(fs::path(dir) / "run.json"));
+}
+
+std::vector<std::string> find_runs(const std::vector<std::string>& args,
+                                   std::vector<std::string>& skipped) {
+  std::vector<std::string> runs;
+  for (const std::string& a : args) {
+    if (is_run_dir(a)) {
+      runs.push_back(a);
+    } else if (!fs::is_directory(a)) {
+      skipped.push_back(a + (fs::exists(a) ? ": not a run directory" : ": does not exist"));
+    } else {
+      std::vector<std::string> sub, other;
+      for (const auto& e : fs::directory_iterator(a))
+        (is_run_dir(e.path().string()) ? sub : other).push_back(e.path().string());
+      std::sort(sub.begin(), sub.end());
+      std::sort(other.begin(), other.end());
+      if (sub.empty()) skipped.push_back(a + ": no metrics.jsonl or run.json, nor a run in it");
+      for (const std::string& o : other) skipped.push_back(o + ": not a run directory");
+      runs.insert(runs.end(), sub.begin(), sub.end());
+    }
+  }
+  if (runs.empty())
+    fail("marin report: no run directory (one with metrics.jsonl or run.json): {}",
+         fmt::join(skipped, "; "));
+  return runs;
+}
 
 std::string report_data(const std::vector<std::string>& runs, const ReportOptions& o) {
   if (runs.empty()) fail("marin report: give at least one run directory");
@@ -269,12 +360,9 @@ std::string report_data(const std::vector<std::string>& runs, const ReportOption
   d["generated"] = scaling::utc_now();
   d["runs"] = json::array();
   for (const std::string& r : runs) d["runs"].push_back(run_data(r, o));
-  if (o.measure_peak) {
-    // Measured once per process: a trainer refreshing its report every N steps pays it once.
-    static const int threads = omp_get_max_threads();
-    static const kernels::PeakResult p = kernels::measure_fma_peak(threads);
-    d["peak"] = {{"gflops", p.gflops}, {"threads", threads}, {"isa", kernels::isa_name()}};
-  }
+  if (o.measure_peak)
+    for (json& r : d["runs"]) r["peak"] = peak_of(r);
+  if (o.watch_seconds > 0) d["watch_seconds"] = o.watch_seconds;
   // Names and strings from the run's files that are not UTF-8 are shown with U+FFFD in place of
   // each bad byte rather than stopping the report.
   return d.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -308,6 +396,10 @@ std::string render_report(const std::vector<std::string>& runs, const ReportOpti
       escaped += ch;
   }
   replace_once(html, "MARIN_TITLE", escaped);
+  // --watch N: the page reloads itself (the file is replaced atomically); only then.
+  replace_once(html, "/*MARIN_WATCH*/",
+               o.watch_seconds > 0 ? fmt::format("watchReload({});", 1000 * o.watch_seconds)
+                                   : std::string());
   replace_once(html, "/*MARIN_DATA*/null", script_safe(report_data(runs, o)));
   return html;
 }

@@ -14,11 +14,24 @@
 namespace marin::report {
 
 struct ReportOptions {
-  std::string forecast;      // forecast.json to draw (default: each run's own --forecast file)
-  bool measure_peak = true;  // measure this machine's fp32 FMA peak for the fraction-of-peak chart
-  int max_points = 2000;     // per series: longer runs are thinned (evaluated steps always kept)
+  std::string forecast;  // forecast.json to draw (default: each run's own --forecast file)
+  // Measure this machine's peak for each run's fraction-of-peak chart: the peak of the run's
+  // compute dtype (bf16 dot product or fp32 FMA, the functions marin bench uses) at the run's
+  // threads × its ranks, as run.json records them; once per process and (dtype, threads).
+  bool measure_peak = true;
+  int max_points = 2000;  // per series: longer runs are thinned (evaluated steps always kept)
   std::vector<std::string> task_results;  // marin eval --tasks results JSON files to show too
+  int watch_seconds = 0;  // > 0: the page reloads itself this often (marin report --watch N)
 };
+
+// The run directories of `marin report`'s arguments, in order: an argument that is a run (it has
+// metrics.jsonl or run.json) is itself; a directory that is not a run stands for its
+// subdirectories that are (sorted by name); anything else — a file a shell glob matched, a folder
+// with no run in it — is skipped with a note in `skipped` ("PATH: why"). marin::Error when no run
+// is left, naming what was given.
+std::vector<std::string> find_runs(const std::vector<std::string>& args,
+                                   std::vector<std::string>& skipped);
+bool is_run_dir(const std::string& dir);
 
 // The data the page draws, as JSON text (exposed for tests).
 std::string report_data(const std::vector<std::string>& runs, const ReportOptions& o = {});

@@ -18,13 +18,10 @@ class ReportHook final : public TrainHook {
  private:
   void write(Trainer& t) {
     if (!t.is_root() || written_at_ == t.step()) return;
-    ReportOptions o;
-    o.measure_peak = measured_;  // once: the peak does not change during a run
-    measured_ = false;
-    write_report({t.run_dir()}, t.run_dir() + "/report.html", o);
+    // The peak is measured once per process (report.cpp keeps it): every report has the chart.
+    write_report({t.run_dir()}, t.run_dir() + "/report.html");
     written_at_ = t.step();
   }
-  bool measured_ = true;
   int64_t written_at_ = -1;
 };
 

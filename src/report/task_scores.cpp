@@ -43,6 +43,62 @@ json rows_of(const json& j, const std::string& file) {
   }
   return rows;
 }
+
+// The step of checkpoint directory `dir` (RUN/checkpoints/step-N or its `latest` link): N.
+json checkpoint_step(const std::string& dir) {
+  if (dir.empty()) return json();
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  std::error_code ec;
+  if (fs::is_symlink(p, ec)) p = fs::canonical(p, ec);
+  const std::string name = p.filename().string();
+  if (!name.starts_with("step-") || name.size() == 5 ||
+      name.find_first_not_of("0123456789", 5) != std::string::npos)
+    return json();
+  return std::stoll(name.substr(5));
+}
+
+// The step a marin eval result belongs to: the checkpoint it names, else the folder it is in.
+json result_step(const std::string& file, const std::string& checkpoint) {
+  const json s = checkpoint_step(checkpoint);
+  return s.is_null() ? checkpoint_step(fs::path(file).parent_path().string()) : s;
+}
+
+std::string named_checkpoint(const json& cfg) {  // config.model_args "checkpoint=PATH"
+  const std::string args = cfg.is_object() ? cfg.value("model_args", std::string()) : "";
+  return args.starts_with("checkpoint=") ? args.substr(11) : "";
+}
+
+// One marin eval (per-domain) results JSON: per-domain rows and the macro loss.
+json domain_eval(const std::string& file, const json& j) {
+  json rows = json::array();
+  auto mean = [](const json& d, const char* which) {
+    return d.contains(which) && d[which].is_object() ? d[which].value("mean_ce", json()) : json();
+  };
+  if (j.contains("domains") && j["domains"].is_object())
+    for (const auto& [name, d] : j["domains"].items()) {
+      if (!d.is_object() || !d.contains("all") || !d["all"].is_object())
+        fail("{}: domains.{}: expected an object with \"all\"", file, name);
+      const json& a = d["all"];
+      rows.push_back({name, a.value("mean_ce", json()), a.value("bpb", json()),
+                      a.value("documents", json()), a.value("tokens", json()), mean(d, "clean"),
+                      mean(d, "contaminated")});
+    }
+  auto macro = [&](const char* k) {
+    return j.contains(k) && j[k].is_object() ? j[k].value("loss", json()) : json();
+  };
+  const std::string ckpt = j.value("checkpoint", std::string());
+  return {
+      {"file", file},
+      {"checkpoint", ckpt},
+      {"step", result_step(file, ckpt)},
+      {"macro_loss", macro("macro")},
+      {"macro_bpb",
+       j.contains("macro") && j["macro"].is_object() ? j["macro"].value("bpb", json()) : json()},
+      {"clean_macro_loss", macro("macro_clean")},
+      {"contaminated_macro_loss", macro("macro_contaminated")},
+      {"rows", rows}};
+}
 }  // namespace
 
 json task_scores(const std::string& file) {
@@ -53,18 +109,48 @@ json task_scores(const std::string& file) {
         "\"marin\": {{\"format\": \"marin-tasks-results/1\"}})",
         file);
   const json& cfg = j.value("config", json::object());
-  return {{"file", file},
-          {"step", cfg.is_object() && cfg.contains("step") ? cfg["step"] : json()},
-          {"rows", rows_of(j, file)}};
+  return {
+      {"file", file},
+      {"step", cfg.is_object() && cfg.contains("step") ? cfg["step"]
+                                                       : result_step(file, named_checkpoint(cfg))},
+      {"rows", rows_of(j, file)}};
+}
+
+std::vector<std::string> eval_result_files(const std::string& run) {
+  std::vector<std::string> out;
+  auto scan = [&](const fs::path& dir) {
+    if (!fs::is_directory(dir)) return;
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      // A checkpoint's own files (and the run's) are not results: not even parsed.
+      if (e.is_regular_file() && e.path().extension() == ".json" && name != "state.json" &&
+          name != "config.json" && name != "tokenizer.json" && name != "run.json" &&
+          name != "lineage.json")
+        found.push_back(e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  };
+  scan(run);
+  scan(fs::path(run) / "eval");
+  const fs::path ck = fs::path(run) / "checkpoints";
+  scan(ck);
+  if (fs::is_directory(ck)) {
+    std::vector<fs::path> steps;
+    for (const auto& e : fs::directory_iterator(ck))
+      if (e.is_directory() && !e.is_symlink() &&
+          e.path().filename().string().starts_with("step-") && e.path().extension() != ".tmp")
+        steps.push_back(e.path());
+    std::sort(steps.begin(), steps.end());  // step-%08d: name order is step order
+    for (const fs::path& p : steps) scan(p);
+  }
+  return out;
 }
 
 json run_task_scores(const std::string& run, const std::vector<std::string>& extra) {
   json out = json::array();
-  std::vector<std::string> top;
-  for (const auto& e : fs::directory_iterator(run))
-    if (e.is_regular_file() && e.path().extension() == ".json") top.push_back(e.path().string());
-  std::sort(top.begin(), top.end());
-  for (const std::string& f : top)  // other JSON files of the run (run.json, …) are not results
+  for (const std::string& f : eval_result_files(run))  // other JSON files are not results
     if (is_task_results(load_json(f))) out.push_back(task_scores(f));
   std::vector<std::string> steps;
   if (fs::is_directory(fs::path(run) / "tasks"))
@@ -75,6 +161,16 @@ json run_task_scores(const std::string& run, const std::vector<std::string>& ext
   std::sort(steps.begin(), steps.end());  // step-%08d: name order is step order
   if (!steps.empty()) out.push_back(task_scores(steps.back()));
   for (const std::string& f : extra) out.push_back(task_scores(f));
+  return out;
+}
+
+json run_domain_evals(const std::string& run) {
+  json out = json::array();
+  for (const std::string& f : eval_result_files(run)) {
+    const json j = load_json(f);
+    if (j.is_object() && j.value("format", std::string()) == "marin-eval/1")
+      out.push_back(domain_eval(f, j));
+  }
   return out;
 }
 

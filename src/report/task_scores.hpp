@@ -13,8 +13,21 @@ namespace marin::report {
 // the file when it is not such a results JSON.
 nlohmann::json task_scores(const std::string& file);
 
-// The results of a run: every RUN/*.json in that layout (marin eval --json written into the run),
-// the newest RUN/tasks/step-N.json, then `extra` (marin report --task-results).
+// Where `marin eval --json` results of a run are looked for, in this order: RUN/*.json,
+// RUN/eval/*.json, RUN/checkpoints/*.json and RUN/checkpoints/step-N/*.json (the run's and the
+// checkpoints' own JSON files — run.json, state.json, config.json, … — are skipped unread).
+std::vector<std::string> eval_result_files(const std::string& run);
+
+// The downstream-task results of a run: those of eval_result_files(run) in that layout, the
+// newest RUN/tasks/step-N.json, then `extra` (marin report --task-results). A file's "step" is
+// config.step, else the step of the checkpoint named in config.model_args
+// ("checkpoint=RUN/checkpoints/step-N"), else that of the step-N folder it is in, else null.
 nlohmann::json run_task_scores(const std::string& run, const std::vector<std::string>& extra);
+
+// The per-domain results (`marin eval CKPT --tokens … --json F`, format "marin-eval/1") among
+// eval_result_files(run): {"file", "checkpoint", "step" (as above, from "checkpoint"),
+// "macro_loss", "macro_bpb", "clean_macro_loss", "contaminated_macro_loss", "rows": [[domain,
+// mean CE, BPB, documents, tokens, clean mean CE, contaminated mean CE], …]}.
+nlohmann::json run_domain_evals(const std::string& run);
 
 }  // namespace marin::report

@@ -657,6 +657,15 @@ json LadderConfig::to_json() const {
 
 namespace {
 
+// The step of a rung's metrics line: "step" counts the steps done (1-based). A rung trained
+// before it did (another machine's, imported) starts at "step": 0; `shift` (-1 until the first
+// line is read) makes its steps 1-based too.
+int64_t line_step(const json& j, int64_t& shift) {
+  const int64_t step = j.at("step").get<int64_t>();
+  if (shift < 0) shift = step == 0 ? 1 : 0;
+  return step + shift;
+}
+
 // The downstream-task records of a rung's evaluations (metrics.jsonl "tasks", by completed step;
 // a resumed run's later line of a step wins).
 std::map<int64_t, json> task_records(const Rung& rung) {
@@ -665,11 +674,13 @@ std::map<int64_t, json> task_records(const Rung& rung) {
   if (!f) fail("{}: cannot open (rung {} has not been trained)", file, rung.run);
   std::map<int64_t, json> out;
   std::string line;
+  int64_t shift = -1;
   for (int64_t lineno = 1; std::getline(f, line); ++lineno) {
     if (line.empty()) continue;
     const json j = parse_json(line, fmt::format("{}:{}", file, lineno));
+    const int64_t step = line_step(j, shift);
     if (j.contains("tasks") && j["tasks"].is_object())
-      out[j.at("step").get<int64_t>() + 1] = j["tasks"].value("tasks", json::object());
+      out[step] = j["tasks"].value("tasks", json::object());
   }
   return out;
 }
@@ -683,14 +694,13 @@ std::vector<CurvePoint> valid_ce_curve(const Rung& rung) {
   // A resumed run appends the steps after its checkpoint again: the last line of a step wins.
   std::map<int64_t, double> ce;
   std::string line;
-  int64_t lineno = 0;
+  int64_t lineno = 0, shift = -1;
   while (std::getline(f, line)) {
     ++lineno;
     if (line.empty()) continue;
     const json j = parse_json(line, fmt::format("{}:{}", file, lineno));
-    // "step" is the 0-based index of the step just taken; valid_ce is measured after it.
-    if (j.contains("valid_ce") && j["valid_ce"].is_number())
-      ce[j.at("step").get<int64_t>() + 1] = j["valid_ce"].get<double>();
+    const int64_t step = line_step(j, shift);  // valid_ce is measured after that step
+    if (j.contains("valid_ce") && j["valid_ce"].is_number()) ce[step] = j["valid_ce"].get<double>();
   }
   std::vector<CurvePoint> curve;
   for (int64_t k = 1; k <= kFractions; ++k) {

@@ -39,7 +39,7 @@ void MetricsLog::truncate(const std::string& run_dir, int64_t step) {
   for (const std::string_view line : split_lines(text)) {
     const auto j = try_parse_json(line);
     if (j && j->is_object() && j->contains("step") && (*j)["step"].is_number_integer() &&
-        (*j)["step"].get<int64_t>() < step)
+        (*j)["step"].get<int64_t>() <= step)
       kept.append(line).append("\n");
   }
   write_file_atomic(path, kept);

@@ -305,7 +305,9 @@ StepResult StepEngine::step(BatchSource& data, int64_t step) {
   out.loss = s;
   out.finite = grads_finite && std::isfinite(s.loss);
   nlohmann::json& m = out.metrics;
-  m = {{"step", step},
+  // "step" counts the steps done with this one (1-based), as the CLI, checkpoints (step-N) and
+  // the report do; `step`, the optimizer's and schedule's index, is 0-based.
+  m = {{"step", step + 1},
        {"loss", s.loss},
        {"ce", s.ce},
        {"z", s.z},

@@ -219,7 +219,7 @@ void Trainer::finish_step(StepResult& r, double dt, TrainResult& res) {
   } else {
     ++bad_in_row_;
     if (is_root())
-      fmt::print(stderr, "\nmarin: step {}: {} ({} in a row)\n", step_ - 1,
+      fmt::print(stderr, "\nmarin: step {}: {} ({} in a row)\n", step_,
                  m.value("skipped", std::string("non-finite")), bad_in_row_);
   }
   m["step_seconds"] = dt;
@@ -231,7 +231,7 @@ void Trainer::finish_step(StepResult& r, double dt, TrainResult& res) {
   if (bad_in_row_ >= opt_.max_bad_steps) {
     write_metrics(m);
     auto last = store_->latest();
-    fail("{} consecutive non-finite steps (last at step {}): stopping; {}", bad_in_row_, step_ - 1,
+    fail("{} consecutive non-finite steps (last at step {}): stopping; {}", bad_in_row_, step_,
          !last                            ? std::string("no checkpoint was written yet")
          : checkpoint_known_finite(*last) ? "the last good checkpoint is " + *last
                                           : "the newest checkpoint " + *last +
@@ -278,6 +278,7 @@ TrainResult Trainer::run() {
                                       {"lineage", lineage_},
                                       {"world_size", comm_->size()},
                                       {"dtype", kernels::dtype_name(dtype())},
+                                      {"threads", kernels::compute_threads()},
                                       {"comm", comm_->backend()}})
                               .dump(2) +
                           "\n");

@@ -98,7 +98,7 @@ void rewind(const std::string& run_dir, int64_t step) {
   auto lines = metrics(run_dir);
   std::ofstream f(run_dir + "/metrics.jsonl", std::ios::trunc);
   for (auto& j : lines)
-    if (j["step"].get<int64_t>() < step) f << j.dump() << "\n";
+    if (j["step"].get<int64_t>() <= step) f << j.dump() << "\n";
 }
 
 }  // namespace
@@ -292,7 +292,7 @@ TEST(DataParallel, KilledRankEndsTheJobAndResumeLosesNothing) {
   // Resume truncated the metrics to its checkpoint: every step appears once.
   const auto after = metrics(run_dir);
   ASSERT_EQ(after.size(), 100u);
-  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i]["step"].get<size_t>(), i);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i]["step"].get<size_t>(), i + 1);
 }
 
 // SIGTERM to mpirun itself, as `kill` or a scheduler sends it to the job. Open MPI's mpirun does

@@ -594,6 +594,37 @@ TEST(LadderCli, MacroLossLadderForecastAndCleanComparison) {
   EXPECT_EQ(records, 20);
 }
 
+// A rung's metrics.jsonl counts steps from 1 ("step": N after N steps); a rung trained before it
+// did (another machine's, imported) counts from 0 and reads the same.
+TEST(Ladder, ValidCeCurveReadsOneBasedAndOlderZeroBasedMetrics) {
+  TempDir tmp("ladder-steps");
+  sc::Rung rung;
+  rung.run = "d32";
+  rung.eval_every = 2;
+  rung.steps = 2 * sc::kFractions;
+  rung.compute_per_step = 1;
+  std::vector<std::vector<sc::CurvePoint>> curves;
+  for (int64_t first : {1, 0}) {
+    rung.dir = tmp.str(fmt::format("from{}", first));
+    fs::create_directories(rung.dir);
+    std::string lines;
+    for (int64_t done = 1; done <= rung.steps; ++done) {
+      json m = {{"step", done - 1 + first}, {"loss", 1.0}};
+      if (done % rung.eval_every == 0) m["valid_ce"] = 10.0 / double(done);
+      lines += m.dump() + "\n";
+    }
+    marin::write_file_atomic(rung.dir + "/metrics.jsonl", lines);
+    curves.push_back(sc::valid_ce_curve(rung));
+  }
+  for (const auto& curve : curves) {
+    ASSERT_EQ(curve.size(), size_t(sc::kFractions));
+    for (size_t k = 0; k < curve.size(); ++k) {
+      EXPECT_EQ(curve[k].step, int64_t(2 * (k + 1)));
+      EXPECT_DOUBLE_EQ(curve[k].loss, 10.0 / double(2 * (k + 1)));
+    }
+  }
+}
+
 TEST(LadderCli, CpuLadderConfigValidates) {
   auto r = run("ladder --config " MARIN_SOURCE_DIR "/configs/ladder_cpu.toml --dry-run");
   ASSERT_EQ(r.code, 0) << r.out;

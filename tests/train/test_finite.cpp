@@ -112,7 +112,7 @@ TEST(FiniteUpdate, PoisonedUpdatesStopTheRunWithTheLastGoodCheckpoint) {
   auto r =
       run("train" + data + " --inject-nan-param 7 --inject-inf-state 8 9 --out " + tmp.str("run"));
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("3 consecutive non-finite steps (last at step 9): stopping; the last good "
+  EXPECT_NE(r.out.find("3 consecutive non-finite steps (last at step 10): stopping; the last good "
                        "checkpoint is " +
                        tmp.str("run") + "/checkpoints/step-00000005"),
             std::string::npos)
@@ -145,7 +145,7 @@ TEST(FiniteUpdate, RollbackIsGlobalUnderMpi) {
   r = run_shell(mpirun(
       2, "train" + data + " --max-bad-steps 2 --inject-nan-param 3 4 --out " + tmp.str("stop")));
   EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("2 consecutive non-finite steps (last at step 4): stopping; no checkpoint "
+  EXPECT_NE(r.out.find("2 consecutive non-finite steps (last at step 5): stopping; no checkpoint "
                        "was written yet"),
             std::string::npos)
       << r.out;

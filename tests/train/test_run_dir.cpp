@@ -67,7 +67,7 @@ TEST(RunDir, ASecondWriterIsRefusedAndNamesTheHolder) {
   EXPECT_EQ(r.code, 0) << r.out;
   // Every step appears once in the metrics: nothing of the second writers got in.
   const auto m = metrics(out);
-  for (size_t i = 0; i < m.size(); ++i) ASSERT_EQ(m[i]["step"].get<size_t>(), i);
+  for (size_t i = 0; i < m.size(); ++i) ASSERT_EQ(m[i]["step"].get<size_t>(), i + 1);
   EXPECT_GE(int64_t(m.size()), at);
 }
 

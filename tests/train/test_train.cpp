@@ -147,7 +147,7 @@ TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
   // Each resume truncated the metrics to its checkpoint: every step appears exactly once.
   const auto m = metrics(tmp.str("kill"));
   ASSERT_EQ(m.size(), 150u);
-  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"].get<size_t>(), i);
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"].get<size_t>(), i + 1);
 }
 
 TEST(Train, SigtermAndSigusr1SaveAndResumeExactly) {
@@ -212,8 +212,8 @@ TEST(Train, ForkChangesSettingsAndRecordsLineage) {
   EXPECT_TRUE(st.options.optim.gate_router_wd);
   EXPECT_EQ(st.options.steps, 30);
   auto m = metrics(tmp.str("b"));
-  ASSERT_EQ(m.size(), 20u);  // steps 10..29
-  EXPECT_EQ(m.front()["step"].get<int>(), 10);
+  ASSERT_EQ(m.size(), 20u);  // steps 11..30
+  EXPECT_EQ(m.front()["step"].get<int>(), 11);
   // A shape change is refused.
   r = run("train --fork-from " + tmp.str("a/checkpoints/step-00000010") +
           " --set hidden_dim=32 --out " + tmp.str("c"));

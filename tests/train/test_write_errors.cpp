@@ -55,8 +55,8 @@ TEST(WriteErrors, AFullDiskUnderMetricsStopsTheRunWithACheckpoint) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(final_weights(out), final_weights(tmp.str("straight")));
   const auto m = metrics(out);
-  ASSERT_EQ(m.size(), 5u);  // steps 1..5; step 0's line is what the full disk refused
-  EXPECT_EQ(m.front()["step"], 1);
+  ASSERT_EQ(m.size(), 5u);  // steps 2..6; step 1's line is what the full disk refused
+  EXPECT_EQ(m.front()["step"], 2);
 }
 
 TEST(WriteErrors, AReportThatCannotReachStdoutIsAnError) {
