@@ -66,7 +66,7 @@ ASAN_EXCLUDE_ONE=(
   'Soak\..*'
   'readme_tour'
   '(Interval|Chinchilla)\.NinetyPercent.*Of200Ladders'
-  'Report\.RendersInHeadlessChromiumWithEveryChartFilled'
+  'Report\.(RendersInHeadlessChromiumWithEveryChartFilled|ControlsSwitchTheXAxisSmoothAndLogScaleInHeadlessChromium)'
   'LadderCli\.LadderRecordsTasksAndForecastPredictsAMetric'
   'Scaling\.TheThirtySecondLoopOfTheDocsRuns'
   'Bf16Train\.EmulatedTinyEndsWithin2PercentOfFp32'
