@@ -228,7 +228,9 @@ TEST(Train, NonFiniteStepsAreSkippedThenStop) {
   // One poisoned step: skipped, reported, the run goes on.
   auto r = run("train" + kBase + data + " --inject-nan-grad 5 --out " + tmp.str("one"));
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("step 5: non-finite loss or gradient, update skipped"), std::string::npos);
+  // --inject-nan-grad counts from 0 (a testing aid): its step 5 is the run's 6th, "step 6".
+  EXPECT_NE(r.out.find("step 6: non-finite loss or gradient, update skipped"), std::string::npos)
+      << r.out;
   auto m = metrics(tmp.str("one"));
   EXPECT_TRUE(m[5].contains("skipped"));
   EXPECT_FALSE(m[6].contains("skipped"));
