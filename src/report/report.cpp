@@ -24,6 +24,7 @@
 #include "model/config.hpp"
 #include "report/task_scores.hpp"
 #include "scaling/forecast.hpp"
+#include "train/run_checkpoint.hpp"
 #include "train/safetensors.hpp"
 
 namespace marin::report {
@@ -116,15 +117,9 @@ json metric_columns(const std::string& path, int max_points, json& last_eval, bo
 // The run's checkpoints, oldest first, with their step and the QB bias spread of every layer.
 json checkpoints(const std::string& run, int64_t layers) {
   json out = json::array();
-  const fs::path dir = fs::path(run) / "checkpoints";
-  if (!fs::is_directory(dir)) return out;
-  std::vector<fs::path> ck;
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
-        e.path().extension() != ".tmp")
-      ck.push_back(e.path());
-  std::sort(ck.begin(), ck.end());
-  for (const fs::path& p : ck) {
+  std::vector<std::string> dirs = checkpoint_dirs(run);  // the complete ones, newest first
+  std::reverse(dirs.begin(), dirs.end());
+  for (const fs::path p : dirs) {
     json c = {{"name", p.filename().string()}};
     if (fs::exists(p / "state.json")) {
       const std::string path = (p / "state.json").string();

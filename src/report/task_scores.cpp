@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "train/run_checkpoint.hpp"
 
 namespace marin::report {
 namespace fs = std::filesystem;
@@ -51,11 +52,8 @@ json checkpoint_step(const std::string& dir) {
   if (p.filename().empty()) p = p.parent_path();
   std::error_code ec;
   if (fs::is_symlink(p, ec)) p = fs::canonical(p, ec);
-  const std::string name = p.filename().string();
-  if (!name.starts_with("step-") || name.size() == 5 ||
-      name.find_first_not_of("0123456789", 5) != std::string::npos)
-    return json();
-  return std::stoll(name.substr(5));
+  const int64_t step = marin::checkpoint_step(p.string());
+  return step < 0 ? json() : json(step);
 }
 
 // The step a marin eval result belongs to: the checkpoint it names, else the folder it is in.
@@ -134,17 +132,9 @@ std::vector<std::string> eval_result_files(const std::string& run) {
   };
   scan(run);
   scan(fs::path(run) / "eval");
-  const fs::path ck = fs::path(run) / "checkpoints";
-  scan(ck);
-  if (fs::is_directory(ck)) {
-    std::vector<fs::path> steps;
-    for (const auto& e : fs::directory_iterator(ck))
-      if (e.is_directory() && !e.is_symlink() &&
-          e.path().filename().string().starts_with("step-") && e.path().extension() != ".tmp")
-        steps.push_back(e.path());
-    std::sort(steps.begin(), steps.end());  // step-%08d: name order is step order
-    for (const fs::path& p : steps) scan(p);
-  }
+  scan(fs::path(run) / "checkpoints");
+  const std::vector<std::string> steps = checkpoint_dirs(run);  // newest first
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) scan(*it);
   return out;
 }
 

@@ -34,16 +34,6 @@ void fsync_dir(const std::string& dir) {
   }
 }
 
-int64_t step_of(const fs::path& p) {
-  const std::string name = p.filename().string();
-  if (name.rfind("step-", 0) != 0 || name.find('.') != std::string::npos) return -1;
-  try {
-    return std::stoll(name.substr(5));
-  } catch (...) {
-    return -1;
-  }
-}
-
 // Refuses (naming the tensor) parameters or a full optimizer state m, v holding a NaN or Inf.
 void require_finite_state(const std::string& what, const ParamTable& table, const float* params,
                           const Buffer<float>& m, const Buffer<float>& v) {
@@ -177,12 +167,24 @@ void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
   std::copy(tv.data.begin(), tv.data.end(), v.data());
 }
 
+int64_t checkpoint_step(const std::string& dir) {
+  const std::string name = fs::path(dir).filename().string();
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 ||
+      name.find_first_not_of("0123456789", 5) != std::string::npos)
+    return -1;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (...) {
+    return -1;
+  }
+}
+
 std::vector<std::string> checkpoint_dirs(const std::string& run_dir) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(root, ec)) {
-    const int64_t s = step_of(e.path());
+    const int64_t s = checkpoint_step(e.path().string());
     if (s >= 0 && fs::exists(e.path() / "state.json")) found.push_back({s, e.path().string()});
   }
   std::sort(found.rbegin(), found.rend());
@@ -210,10 +212,10 @@ void prune_checkpoints(const std::string& run_dir, const std::string& keep, int6
   // not known to be finite.
   if (!checkpoint_known_finite(keep)) return;
   for (auto& e : fs::directory_iterator(root, ec)) {
-    const int64_t s = step_of(e.path());
+    const int64_t s = checkpoint_step(e.path().string());
     if (s < 0 || e.path().string() == keep) continue;
     if (keep_every > 0 && s % keep_every == 0) continue;
-    if (s < step_of(fs::path(keep))) fs::remove_all(e.path(), ec);
+    if (s < checkpoint_step(keep)) fs::remove_all(e.path(), ec);
   }
   // Leftovers of interrupted writes.
   for (auto& e : fs::directory_iterator(root, ec))

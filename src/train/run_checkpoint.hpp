@@ -44,6 +44,9 @@ void verify_run_checkpoint(const std::string& ckpt_dir);
 // reads the same files (and takes its part).
 void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
                          Buffer<float>& params, Buffer<float>& m, Buffer<float>& v);
+// N for a checkpoint directory whose last path component is step-N; -1 for any other name
+// (step-N.tmp, latest, ...).
+int64_t checkpoint_step(const std::string& dir);
 // The complete checkpoints of a run (published step-N directories with a state.json), newest
 // first; none is verified.
 std::vector<std::string> checkpoint_dirs(const std::string& run_dir);
