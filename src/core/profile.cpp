@@ -8,34 +8,24 @@
 
 namespace marin::profile {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
+// An op's sums (declared in profile.hpp, where a Scope points at its op's).
 struct Totals {
   double seconds = 0;
   std::atomic<double> flops{0};
   int64_t calls = 0;
 };
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
 std::atomic<bool> on{false};
 std::mutex mu;  // guards `totals` (a new name) and enable()
 std::map<std::string, Totals>* totals = new std::map<std::string, Totals>;  // never freed
-std::atomic<Totals*> current{nullptr};  // the innermost open scope's totals
+std::atomic<Totals*> current{nullptr};    // the innermost open scope's totals, for any thread
+thread_local Scope* innermost = nullptr;  // this thread's open scopes, as a stack
 
 }  // namespace
-
-struct Scope::Open {
-  Totals* totals;
-  Totals* outer;
-  Open* parent;
-  Clock::time_point start;
-  double inner_seconds = 0;  // time of the scopes opened inside this one
-};
-
-namespace {
-thread_local Scope::Open* innermost = nullptr;  // this thread's open scopes, as a stack
-}
 
 void enable(bool v) {
   std::lock_guard<std::mutex> lock(mu);
@@ -64,25 +54,24 @@ void add_flops(double flops) {
 
 Scope::Scope(const char* name) {
   if (!enabled()) return;
-  Totals* t;
   {
     std::lock_guard<std::mutex> lock(mu);
-    t = &(*totals)[name];  // std::map: the address stays while other names are added
+    totals_ = &(*totals)[name];  // std::map: the address stays while other names are added
   }
-  open_ = new Open{t, current.load(), innermost, Clock::now()};
-  innermost = open_;
-  current.store(t);
+  parent_ = innermost;
+  innermost = this;
+  current.store(totals_);
+  start_ = Clock::now();
 }
 
 Scope::~Scope() {
-  if (!open_) return;
-  const double s = std::chrono::duration<double>(Clock::now() - open_->start).count();
-  open_->totals->seconds += s - open_->inner_seconds;
-  ++open_->totals->calls;
-  if (open_->parent) open_->parent->inner_seconds += s;
-  innermost = open_->parent;
-  current.store(open_->outer);
-  delete open_;
+  if (!totals_) return;
+  const double s = std::chrono::duration<double>(Clock::now() - start_).count();
+  totals_->seconds += s - inner_seconds_;
+  ++totals_->calls;
+  if (parent_) parent_->inner_seconds_ += s;
+  innermost = parent_;
+  current.store(parent_ ? parent_->totals_ : nullptr);
 }
 
 }  // namespace marin::profile

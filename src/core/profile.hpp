@@ -11,6 +11,7 @@
 // or summed. Scopes open and close on the thread that runs the step (the ops' own threads work
 // inside them); FLOPs may be added from any thread.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,10 +38,12 @@ class Scope {
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
-  struct Open;  // an open scope's record (profile.cpp)
 
  private:
-  Open* open_ = nullptr;
+  struct Totals* totals_ = nullptr;  // null: profiling was off when it opened
+  Scope* parent_ = nullptr;          // the scope open around it on this thread
+  std::chrono::steady_clock::time_point start_;
+  double inner_seconds_ = 0;  // time of the scopes opened inside this one
 };
 
 }  // namespace marin::profile
