@@ -8,6 +8,7 @@
 #include "core/json_file.hpp"
 #include "train/finite_check.hpp"
 #include "train/safetensors.hpp"
+#include "train/sharded_checkpoint.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
@@ -44,6 +45,8 @@ ModelConfig load_config(const std::string& dir) {
 
 void load_params(const std::string& dir, const ParamTable& table, float* params,
                  bool allow_nonfinite) {
+  if (is_sharded_checkpoint(dir))
+    return load_sharded_checkpoint(dir, table, params, nullptr, nullptr, allow_nonfinite);
   const SafetensorsFile f = read_safetensors(dir + "/model.safetensors");
   for (auto& p : table.params()) {
     const Tensor& t = f.at(p.name, p.shape);

@@ -14,7 +14,8 @@ void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& 
                 const float* params);
 // Reads DIR/config.json (validated).
 ModelConfig load_config(const std::string& dir);
-// Reads DIR/model.safetensors into `params` laid out by `table` (which must match the config).
+// Reads DIR/model.safetensors into `params` laid out by `table` (which must match the config), or
+// assembles them from a sharded training checkpoint's shards (sharded_checkpoint.hpp).
 // A tensor holding a NaN or Inf is refused by name, unless `allow_nonfinite` (forensics: score,
 // sample and eval take --allow-nonfinite), which warns.
 void load_params(const std::string& dir, const ParamTable& table, float* params,

@@ -78,6 +78,15 @@ std::string CheckpointStore::write(const RunState& state, const ParamTable& tabl
   return dir;
 }
 
+std::string CheckpointStore::write_sharded(const RunState& state, const ParamTable& full,
+                                           const std::vector<StatePiece>& pieces, const Mesh& mesh,
+                                           parallel::Comm& comm, int64_t keep_every) const {
+  const std::string dir =
+      save_sharded_checkpoint(run_dir_, state, state.options.model, full, pieces, mesh, comm);
+  if (comm.is_root()) prune(dir, keep_every);
+  return dir;
+}
+
 void CheckpointStore::load(const std::string& dir, const ParamTable& table, Buffer<float>& params,
                            Buffer<float>& m, Buffer<float>& v) {
   load_run_checkpoint(dir, table, params, m, v);

@@ -1,9 +1,9 @@
 #pragma once
 // The checkpoints of a run directory: write, verify, list, prune, the checkpoints/latest link, and
-// the state a run goes on from at --resume or --fork-from. The on-disk layout of one checkpoint
-// (the full, one-process layout: run_checkpoint.hpp) is reached only from here and from the
-// commands that read a finished checkpoint, so another layout (per-rank shards) is one new file
-// beside run_checkpoint.cpp and one line in CheckpointStore::write and ::load.
+// the state a run goes on from at --resume or --fork-from. The on-disk layouts of one checkpoint
+// (the full, one-process one: run_checkpoint.hpp; per-rank shards: sharded_checkpoint.hpp) are
+// written only from here, and read here and by the commands that read a finished checkpoint
+// (through load_params / load_run_checkpoint, which take either).
 #include <functional>
 #include <optional>
 #include <string>
@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "train/run_checkpoint.hpp"
+#include "train/sharded_checkpoint.hpp"
 #include "train/train_options.hpp"
 
 namespace marin {
@@ -44,7 +45,14 @@ class CheckpointStore {
   // it (those at multiples of keep_every stay); returns its directory.
   std::string write(const RunState& state, const ParamTable& table, const float* params,
                     const Buffer<float>& m, const Buffer<float>& v, int64_t keep_every) const;
-  // Loads a checkpoint's full-layout parameters and optimizer state, verifying its checksums and
+  // Collective: the sharded checkpoint of state.step (sharded_checkpoint.hpp), every rank writing
+  // its `pieces`; then, as write, checkpoints/latest and pruning. Returns its directory (every
+  // rank).
+  std::string write_sharded(const RunState& state, const ParamTable& full,
+                            const std::vector<StatePiece>& pieces, const Mesh& mesh,
+                            parallel::Comm& comm, int64_t keep_every) const;
+  // Loads a checkpoint's full-layout parameters and optimizer state (a sharded checkpoint
+  // assembled), verifying its checksums and
   // refusing non-finite values (every rank reads the same files).
   static void load(const std::string& dir, const ParamTable& table, Buffer<float>& params,
                    Buffer<float>& m, Buffer<float>& v);

@@ -11,13 +11,13 @@
 
 namespace marin {
 
-namespace {
-
-// True when x[0..n) holds a NaN or Inf: kernels::max_abs is infinite exactly then (SIMD, split
-// over the compute threads). Three reads of the model's state a step (parameters, m, v).
+// kernels::max_abs is infinite exactly when x holds a NaN or Inf (SIMD, split over the compute
+// threads). Three reads of the model's state a step (parameters, m, v).
 bool any_nonfinite(const float* x, int64_t n) {
   return std::isinf(kernels::max_abs(x, n));
 }
+
+namespace {
 
 // dst = src through the threaded copy kernel (UpdateGuard's snapshot, 240 MB a cpu-small step;
 // sized at the first save, then reused).

@@ -14,6 +14,9 @@
 
 namespace marin {
 
+// True when x[0..n) holds a NaN or Inf.
+bool any_nonfinite(const float* x, int64_t n);
+
 // The index (into table.params()) of the first tensor whose offset lies in `range` and which
 // holds a NaN or Inf, or -1. Element i of tensor p is read at x[p.offset - base + i], so `x` may
 // be a shard of the parameter layout that starts at `base` (an optimizer shard's m or v).

@@ -16,15 +16,12 @@
 #include "train/finite_check.hpp"
 #include "train/run_state_check.hpp"
 #include "train/safetensors.hpp"
+#include "train/sharded_checkpoint.hpp"
 
 namespace marin {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string file_hash(const std::string& path) {
-  return xxh64_hex(read_file(path));
-}
 
 void fsync_dir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -70,46 +67,63 @@ bool checkpoint_known_finite(const std::string& ckpt_dir) {
   }
 }
 
+std::string checkpoint_file_hash(const std::string& path) {
+  return xxh64_hex(read_file(path));
+}
+
+std::string start_checkpoint_dir(const std::string& run_dir, int64_t step) {
+  const std::string tmp = fmt::format("{}/checkpoints/step-{:08d}.tmp", run_dir, step);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
+  return tmp;
+}
+
+std::string publish_checkpoint(const std::string& tmp, const RunState& state,
+                               const ModelConfig& config, const nlohmann::json& fields) {
+  write_file_atomic(tmp + "/config.json", config.to_json().dump(2) + "\n");
+  if (!state.options.tokenizer.empty())
+    write_file_atomic(tmp + "/tokenizer.json", read_file(state.options.tokenizer));
+  nlohmann::json st = {{"step", state.step},
+                       {"options", state.options.to_json()},
+                       {"data", state.data_state},
+                       {"lineage", state.lineage},
+                       {"threads", state.threads},
+                       {"finite", true}};  // checked by the writers: pruning keeps the newest such
+  st.update(fields);
+  st["state_xxh64"] = state_checksum(st);  // state.json is covered like the tensors
+  write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
+  fsync_dir(tmp);
+  const fs::path root = fs::path(tmp).parent_path();
+  const std::string final_dir = tmp.substr(0, tmp.size() - 4);  // without ".tmp"
+  std::error_code ec;
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) fail("{}: cannot publish checkpoint: {}", final_dir, ec.message());
+  point_latest_at(root, fs::path(final_dir).filename().string());
+  fsync_dir(root.string());
+  return final_dir;
+}
+
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
                                 const ModelConfig& config, const ParamTable& table,
                                 const float* params, const Buffer<float>& m,
                                 const Buffer<float>& v) {
-  const std::string root = run_dir + "/checkpoints";
-  const std::string final_dir = fmt::format("{}/step-{:08d}", root, state.step);
-  const std::string tmp = final_dir + ".tmp";
-  std::error_code ec;
   require_finite_state(fmt::format("checkpoint of step {}", state.step), table, params, m, v);
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) fail("{}: cannot create checkpoint directory: {}", tmp, ec.message());
-
+  const std::string tmp = start_checkpoint_dir(run_dir, state.step);
   save_model(tmp, config, table, params);
-  if (!state.options.tokenizer.empty())
-    write_file_atomic(tmp + "/tokenizer.json", read_file(state.options.tokenizer));
   const int64_t n = table.total();
   MARIN_CHECK(int64_t(m.size()) == n && int64_t(v.size()) == n,
               "checkpoint: optimizer state has {}/{} elements, the model {}", m.size(), v.size(),
               n);
   std::vector<TensorView> views = {{"m", {n}, m.data()}, {"v", {n}, v.data()}};
   write_safetensors(tmp + "/optimizer.safetensors", views, {{"layout", "marin parameter table"}});
-  nlohmann::json st = {{"step", state.step},
-                       {"options", state.options.to_json()},
-                       {"data", state.data_state},
-                       {"lineage", state.lineage},
-                       {"threads", state.threads},
-                       {"finite", true},  // checked above: pruning keeps the newest such one
-                       {"files",
-                        {{"model.safetensors", file_hash(tmp + "/model.safetensors")},
-                         {"optimizer.safetensors", file_hash(tmp + "/optimizer.safetensors")}}}};
-  st["state_xxh64"] = state_checksum(st);  // state.json is covered like the tensors
-  write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
-  fsync_dir(tmp);
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp, final_dir, ec);
-  if (ec) fail("{}: cannot publish checkpoint: {}", final_dir, ec.message());
-  point_latest_at(root, fs::path(final_dir).filename().string());
-  fsync_dir(root);
-  return final_dir;
+  return publish_checkpoint(
+      tmp, state, config,
+      {{"files",
+        {{"model.safetensors", checkpoint_file_hash(tmp + "/model.safetensors")},
+         {"optimizer.safetensors", checkpoint_file_hash(tmp + "/optimizer.safetensors")}}}});
 }
 
 RunState read_run_state(const std::string& ckpt_dir) {
@@ -133,15 +147,18 @@ RunState read_run_state(const std::string& ckpt_dir) {
 
 void verify_run_checkpoint(const std::string& ckpt_dir) {
   const auto j = read_state_json(ckpt_dir);
+  const std::vector<std::string> expected =
+      is_sharded_state(j) ? sharded_files(j, ckpt_dir)
+                          : std::vector<std::string>{"model.safetensors", "optimizer.safetensors"};
   const auto files = j.value("files", nlohmann::json());
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+  for (const std::string& file : expected)
     if (!files.is_object() || !files.contains(file) || !files[file].is_string())
       fail("{}/state.json: files.{}: missing checksum", ckpt_dir, file);
   for (auto& [file, hash] : files.items()) {
-    if (file != "model.safetensors" && file != "optimizer.safetensors")
-      fail("{}/state.json: files.{}: not a file of a checkpoint", ckpt_dir, file);
+    if (std::find(expected.begin(), expected.end(), file) == expected.end())
+      fail("{}/state.json: files.{}: not a file of this checkpoint", ckpt_dir, file);
     if (!hash.is_string()) fail("{}/state.json: files.{}: not a checksum string", ckpt_dir, file);
-    const std::string got = file_hash(ckpt_dir + "/" + file);
+    const std::string got = checkpoint_file_hash(ckpt_dir + "/" + file);
     if (got != hash.get<std::string>())
       fail("{}/{}: checksum mismatch (state.json says {}, file has {}): the checkpoint is damaged",
            ckpt_dir, file, hash.get<std::string>(), got);
@@ -150,9 +167,11 @@ void verify_run_checkpoint(const std::string& ckpt_dir) {
 
 void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
                          Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) {
-  verify_run_checkpoint(ckpt_dir);
   const int64_t n = table.total();
-  params.resize(size_t(n));
+  params.resize(size_t(n)), m.resize(size_t(n)), v.resize(size_t(n));
+  if (is_sharded_checkpoint(ckpt_dir))
+    return load_sharded_checkpoint(ckpt_dir, table, params.data(), m.data(), v.data());
+  verify_run_checkpoint(ckpt_dir);
   load_params(ckpt_dir, table, params.data());
   const SafetensorsFile f = read_safetensors(ckpt_dir + "/optimizer.safetensors");
   const Tensor& tm = f.at("m", std::vector<int64_t>{n});
@@ -162,7 +181,6 @@ void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
     if (const int64_t bad = first_nonfinite_tensor(table, t->data.data(), all); bad >= 0)
       fail("{}/optimizer.safetensors: optimizer state {} of tensor '{}' holds a NaN or Inf",
            ckpt_dir, name, table.params()[size_t(bad)].name);
-  m.resize(size_t(n)), v.resize(size_t(n));
   std::copy(tm.data.begin(), tm.data.end(), m.data());
   std::copy(tv.data.begin(), tv.data.end(), v.data());
 }

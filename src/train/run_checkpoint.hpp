@@ -1,5 +1,6 @@
 #pragma once
-// Full training checkpoints inside a run directory:
+// Training checkpoints inside a run directory, in the full layout (the default; the sharded one of
+// --ckpt-format sharded is sharded_checkpoint.hpp, and both are read everywhere):
 //   RUN/checkpoints/step-00000120/{config.json, model.safetensors, optimizer.safetensors,
 //   state.json}
 // The model files are the public format (formats.md); optimizer.safetensors holds the flat Adam /
@@ -34,14 +35,25 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                                 const ModelConfig& config, const ParamTable& table,
                                 const float* params, const Buffer<float>& m,
                                 const Buffer<float>& v);
+// The steps both layouts share (this one's, and sharded_checkpoint.hpp's). start_checkpoint_dir:
+// RUN/checkpoints/step-N.tmp for `step`, emptied and created. publish_checkpoint: completes it
+// with config.json, the run's tokenizer.json and state.json (the run state with `fields` — the
+// files' checksums, the layout's own — merged in, and its own checksum), fsyncs it, renames it to
+// step-N and points checkpoints/latest there; returns step-N.
+std::string start_checkpoint_dir(const std::string& run_dir, int64_t step);
+std::string publish_checkpoint(const std::string& tmp, const RunState& state,
+                               const ModelConfig& config, const nlohmann::json& fields);
+// The xxh64 (hex) of a file as state.json records it.
+std::string checkpoint_file_hash(const std::string& path);
 // Reads a checkpoint directory's state.json (checksums are verified by load_run_checkpoint).
 RunState read_run_state(const std::string& ckpt_dir);
 // Verifies a checkpoint's files against the checksums its state.json records (refusing a missing
 // or mismatched one, naming the file).
 void verify_run_checkpoint(const std::string& ckpt_dir);
 // Loads model parameters and optimizer state in the full layout of `table` from a checkpoint
-// directory, verifying checksums and refusing non-finite values (naming the tensor). Every rank
-// reads the same files (and takes its part).
+// directory of either layout (a sharded one is assembled: sharded_checkpoint.hpp), verifying
+// checksums and refusing non-finite values (naming the tensor). Every rank reads the same files
+// (and takes its part).
 void load_run_checkpoint(const std::string& ckpt_dir, const ParamTable& table,
                          Buffer<float>& params, Buffer<float>& m, Buffer<float>& v);
 // N for a checkpoint directory whose last path component is step-N; -1 for any other name

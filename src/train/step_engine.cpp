@@ -163,6 +163,26 @@ FullState StepEngine::gather_full_state() {
   return s;
 }
 
+std::vector<StatePiece> StepEngine::state_pieces() {
+  std::vector<StatePiece> out;
+  const ParamTable& local = model_->table();
+  const float* params = model_->params().data();
+  for (const Optimizer::Region& r : optimizer_->regions()) {
+    const parallel::Range own = r.own();
+    const float* m = optimizer_->local_m().data() + r.state_at;  // from own.begin on
+    const float* v = optimizer_->local_v().data() + r.state_at;
+    for (const ParamInfo& p : local.params()) {
+      const int64_t b = std::max(own.begin, p.offset), e = std::min(own.end, p.offset + p.size);
+      if (b >= e) continue;
+      // Where this tensor's local elements sit in the full one (take_shard's rule).
+      const ParamInfo& f = full_table_->at(p.name);
+      const int64_t at = (p.routed_expert ? p.first_expert * (f.size / f.num_mats) : 0) - p.offset;
+      out.push_back({p.name, at + b, at + e, params + b, m + (b - own.begin), v + (b - own.begin)});
+    }
+  }
+  return out;
+}
+
 LossStats StepEngine::forward_backward(bool backward) {
   const int64_t S = opt_.model.seq_len;
   // Every rank normalises by the global batch's scored tokens (it holds the whole batch).

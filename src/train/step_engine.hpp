@@ -33,6 +33,7 @@
 #include "parallel/comm.hpp"
 #include "parallel/exact_sum.hpp"
 #include "train/finite_check.hpp"
+#include "train/sharded_checkpoint.hpp"
 #include "train/train_options.hpp"
 
 namespace marin {
@@ -72,6 +73,10 @@ class StepEngine {
   void load_full_state(const float* params, const float* m, const float* v);
   // Collective: the full-layout state, complete on rank 0.
   FullState gather_full_state();
+  // This rank's part of the state as a sharded checkpoint stores it (sharded_checkpoint.hpp): the
+  // runs of the table it updates (its optimizer shard of each region), in the full layout's terms.
+  // Over all ranks they cover the full layout exactly once.
+  std::vector<StatePiece> state_pieces();
   // One optimizer step (collective) on the next global batch of `data`; `step` is the number of
   // steps completed before it (the schedule's position, the testing aids' step).
   StepResult step(BatchSource& data, int64_t step);

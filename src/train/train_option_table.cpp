@@ -103,6 +103,11 @@ std::vector<TrainOption> make_table() {
     {.flag = "--keep-every", .key = "/keep_every", .kind = O::Int, .lo = 0, .hi = kSteps,
      .on_resume = kYes, .help = "permanent checkpoint every N steps (0: none)",
      MEMBER(keep_every)},
+    {.flag = "--ckpt-format", .key = "/ckpt_format", .kind = O::Choice,
+     .choices = {"full", "sharded"}, .optional = true, .on_resume = kYes,
+     .help = "full: one model + optimizer file set, gathered on rank 0; sharded: every rank "
+             "writes its own shard (loads at any rank count and --ep)",
+     MEMBER(ckpt_format)},
     {.flag = "--eval-every", .key = "/eval_every", .kind = O::Int, .lo = 0, .hi = kSteps,
      .on_resume = kYes,
      .help = "validate every N steps (0: at the end when there is validation data)",

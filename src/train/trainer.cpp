@@ -184,12 +184,14 @@ std::unique_ptr<Trainer> Trainer::fork(const std::string& ckpt_dir, const std::s
 Trainer::~Trainer() = default;
 
 std::string Trainer::save_checkpoint() {
+  const RunState st{step_, opt_, data_->state(), lineage_, kernels::compute_threads()};
+  if (opt_.ckpt_format == "sharded")  // collective, every rank writing its own part
+    return store_->write_sharded(st, engine_->full_table(), engine_->state_pieces(),
+                                 {comm_->size(), engine_->ep()}, *comm_, opt_.keep_every);
   const FullState full = engine_->gather_full_state();  // collective
   std::string dir;
-  if (is_root()) {
-    const RunState st{step_, opt_, data_->state(), lineage_, kernels::compute_threads()};
+  if (is_root())
     dir = store_->write(st, engine_->full_table(), full.params, full.m, full.v, opt_.keep_every);
-  }
   comm_->broadcast(dir);  // also: no rank goes on before the checkpoint is published
   return dir;
 }

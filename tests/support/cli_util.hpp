@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/buffer.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/rng.hpp"
@@ -118,6 +120,29 @@ inline void write_rows(const std::string& path, int rows, int S = 64, uint32_t V
 inline std::string final_weights(const std::string& run_dir) {
   auto ckpt = marin::latest_checkpoint(run_dir);
   return ckpt ? marin::read_file(*ckpt + "/model.safetensors") : std::string();
+}
+
+// The full-layout parameters and optimizer state of a checkpoint of either layout (a sharded one
+// assembled), for bit-for-bit comparisons.
+struct FullCheckpoint {
+  marin::Buffer<float> params, m, v;
+  bool operator==(const FullCheckpoint& o) const {
+    const auto same = [](const marin::Buffer<float>& a, const marin::Buffer<float>& b) {
+      return a.size() == b.size() &&
+             std::equal(a.data(), a.data() + a.size(), b.data());  // bitwise: all finite
+    };
+    return same(params, o.params) && same(m, o.m) && same(v, o.v);
+  }
+};
+inline FullCheckpoint load_checkpoint(const std::string& ckpt) {
+  FullCheckpoint c;
+  marin::load_run_checkpoint(ckpt, marin::ParamTable(marin::load_config(ckpt)), c.params, c.m, c.v);
+  return c;
+}
+inline FullCheckpoint final_checkpoint(const std::string& run_dir) {
+  auto ckpt = marin::latest_checkpoint(run_dir);
+  if (!ckpt) throw std::runtime_error(run_dir + ": no checkpoint");
+  return load_checkpoint(*ckpt);
 }
 
 // RUN/metrics.jsonl, one object per line.

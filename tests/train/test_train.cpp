@@ -136,7 +136,10 @@ TEST(Train, SigkillMidWriteResumesFromLastCompleteCheckpoint) {
     pid_t pid =
         spawn_train(fs::exists(tmp.str("kill/checkpoints")) ? " train --resume " + tmp.str("kill")
                                                             : args + " --out " + tmp.str("kill"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    // A loaded machine may take longer than the delay to its first checkpoint: wait for one.
+    for (int i = 0; i < 600 && marin::checkpoint_dirs(tmp.str("kill")).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms - 500));
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }

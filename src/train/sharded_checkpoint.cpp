@@ -1,0 +1,247 @@
+#include "train/sharded_checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "train/finite_check.hpp"
+#include "train/run_state_check.hpp"
+#include "train/safetensors.hpp"
+
+namespace marin {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "sharded";
+
+std::string shard_file(int rank, int ranks) {
+  return fmt::format("shard-{:05d}-of-{:05d}.safetensors", rank, ranks);
+}
+
+// The key of a piece's values in its shard file ("params", "m" or "v").
+std::string piece_key(const char* kind, const std::string& tensor, int64_t begin, int64_t end) {
+  return fmt::format("{}/{}[{}:{}]", kind, tensor, begin, end);
+}
+
+// A slice in words: the elements, and for a routed-expert stack the experts they hold.
+std::string describe_slice(const ParamInfo& t, int64_t begin, int64_t end) {
+  std::string s = fmt::format("elements [{}, {})", begin, end);
+  const int64_t per = t.size / std::max<int64_t>(t.num_mats, 1);
+  if (t.num_mats > 1 && begin % per == 0 && end % per == 0)
+    s += end - begin == per ? fmt::format(" (expert {})", begin / per)
+                            : fmt::format(" (experts {}-{})", begin / per, end / per - 1);
+  return s;
+}
+
+// Testing aid (tests/parallel/test_sharded_checkpoint.cpp): MARIN_TEST_KILL_SHARD_WRITER=STEP:RANK
+// makes that rank SIGKILL itself halfway through writing its shard of checkpoint STEP, as a
+// crashed node would.
+void maybe_die_writing(const std::string& path, int64_t step, int rank) {
+  const char* spec = std::getenv("MARIN_TEST_KILL_SHARD_WRITER");
+  if (!spec || fmt::format("{}:{}", step, rank) != spec) return;
+  write_file_atomic(path + ".partial", std::string(4096, 'x'));
+  std::raise(SIGKILL);
+}
+
+// This rank's shard: its pieces checked finite, written, and read back for the checksum. Returns
+// its entry of the manifest.
+json write_own_shard(const std::string& tmp, const RunState& state, const ParamTable& full,
+                     const std::vector<StatePiece>& mine, int rank, int ranks) {
+  std::vector<TensorView> views;
+  json pieces = json::array();
+  for (const StatePiece& p : mine) {
+    const ParamInfo& t = full.at(p.tensor);
+    for (const auto& [kind, data] :
+         {std::pair{"params", p.params}, std::pair{"m", p.m}, std::pair{"v", p.v}}) {
+      if (any_nonfinite(data, p.end - p.begin))
+        fail("checkpoint of step {}: {} of tensor '{}', {}, holds a NaN or Inf", state.step, kind,
+             t.name, describe_slice(t, p.begin, p.end));
+      views.push_back({piece_key(kind, p.tensor, p.begin, p.end), {p.end - p.begin}, data});
+    }
+    pieces.push_back({{"tensor", p.tensor}, {"begin", p.begin}, {"end", p.end}});
+  }
+  const std::string file = shard_file(rank, ranks);
+  maybe_die_writing(tmp + "/" + file, state.step, rank);
+  write_safetensors(tmp + "/" + file, views,
+                    {{"format", "marin.cpp sharded checkpoint"},
+                     {"rank", std::to_string(rank)},
+                     {"ranks", std::to_string(ranks)}});
+  return {{"file", file},
+          {"rank", rank},
+          {"pieces", pieces},
+          {"xxh64", checkpoint_file_hash(tmp + "/" + file)}};
+}
+
+// Every rank learns whether each rank succeeded; an error anywhere becomes an error everywhere,
+// naming the first rank that failed and what it said.
+void agree(parallel::Comm& comm, const std::string& error, const std::string& what) {
+  const std::vector<std::string> all = comm.allgather(error);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) fail("{}: rank {} of {} failed: {}", what, r, all.size(), all[r]);
+}
+
+// The pieces of each tensor, from the manifest, checked to cover it exactly once.
+struct Placed {
+  std::string file;
+  int64_t begin, end;
+};
+std::map<std::string, std::vector<Placed>> check_coverage(const std::string& dir, const json& st,
+                                                          const ParamTable& full) {
+  std::map<std::string, std::vector<Placed>> by_tensor;
+  for (const json& shard : st.at("shards"))
+    for (const json& p : shard.at("pieces")) {
+      const std::string name = p.at("tensor").get<std::string>();
+      const ParamInfo* t = full.find(name);
+      if (!t) fail("{}/state.json: tensor '{}' is not part of this model", dir, name);
+      const int64_t b = p.at("begin").get<int64_t>(), e = p.at("end").get<int64_t>();
+      if (b < 0 || e <= b || e > t->size)
+        fail("{}/state.json: tensor '{}': slice [{}, {}) is outside its {} elements", dir, name, b,
+             e, t->size);
+      by_tensor[name].push_back({shard.at("file").get<std::string>(), b, e});
+    }
+  for (const ParamInfo& t : full.params()) {
+    auto& pieces = by_tensor[t.name];
+    std::sort(pieces.begin(), pieces.end(),
+              [](const Placed& a, const Placed& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const Placed& p = pieces[i];
+      if (p.begin > at)
+        fail("{}: tensor '{}': {} are in no shard", dir, t.name, describe_slice(t, at, p.begin));
+      if (p.begin < at)
+        fail("{}: tensor '{}': {} are held twice ({} and {})", dir, t.name,
+             describe_slice(t, p.begin, std::min(at, p.end)), pieces[i - 1].file, p.file);
+      at = p.end;
+    }
+    if (at < t.size)
+      fail("{}: tensor '{}': {} are in no shard", dir, t.name, describe_slice(t, at, t.size));
+  }
+  return by_tensor;
+}
+
+}  // namespace
+
+std::string save_sharded_checkpoint(const std::string& run_dir, const RunState& state,
+                                    const ModelConfig& config, const ParamTable& full,
+                                    const std::vector<StatePiece>& mine, const Mesh& mesh,
+                                    parallel::Comm& comm) {
+  const std::string what = fmt::format("sharded checkpoint of step {}", state.step);
+  std::string tmp, error;
+  if (comm.is_root()) {
+    try {
+      tmp = start_checkpoint_dir(run_dir, state.step);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  agree(comm, error, what);  // also: no rank writes before the directory exists
+  comm.broadcast(tmp);
+  json entry;
+  try {
+    entry = write_own_shard(tmp, state, full, mine, comm.rank(), comm.size());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree(comm, error, what);
+  const std::vector<std::string> entries = comm.allgather(entry.dump());
+  std::string dir;
+  if (comm.is_root()) {
+    try {
+      json shards = json::array(), files = json::object(), tensors = json::object();
+      for (const std::string& e : entries) {
+        json s = json::parse(e);
+        files[s.at("file").get<std::string>()] = s.at("xxh64");
+        s.erase("xxh64");
+        shards.push_back(std::move(s));
+      }
+      for (const ParamInfo& t : full.params())
+        tensors[t.name] = {{"shape", t.shape}, {"dtype", "F32"}};
+      const json fields = {
+          {"format", kFormat},
+          {"mesh", {{"ranks", mesh.ranks}, {"dp", mesh.ranks / mesh.ep}, {"ep", mesh.ep}}},
+          {"tensors", tensors},
+          {"shards", shards},
+          {"files", files}};
+      // The manifest itself must describe the model exactly once before it is published.
+      check_coverage(tmp, fields, full);
+      dir = publish_checkpoint(tmp, state, config, fields);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  agree(comm, error, what);
+  comm.broadcast(dir);
+  return dir;
+}
+
+bool is_sharded_state(const json& state) {
+  return state.is_object() && state.value("format", std::string()) == kFormat;
+}
+
+bool is_sharded_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir + "/model.safetensors", ec) || !fs::exists(dir + "/state.json", ec))
+    return false;
+  return is_sharded_state(read_state_json(dir));
+}
+
+std::vector<std::string> sharded_files(const json& state, const std::string& dir) {
+  std::vector<std::string> files;
+  try {
+    for (const json& s : state.at("shards")) {
+      const std::string f = s.at("file").get<std::string>();
+      if (f.find('/') != std::string::npos || f.rfind("shard-", 0) != 0)
+        fail("{}/state.json: shards: '{}' is not a shard file name", dir, f);
+      files.push_back(f);
+    }
+  } catch (const json::exception& e) {
+    fail("{}/state.json: shards: missing or malformed: {}", dir, e.what());
+  }
+  if (files.empty()) fail("{}/state.json: shards: none listed", dir);
+  return files;
+}
+
+void load_sharded_checkpoint(const std::string& dir, const ParamTable& full, float* params,
+                             float* m, float* v, bool allow_nonfinite) {
+  verify_run_checkpoint(dir);
+  const json st = read_state_json(dir);
+  try {
+    check_coverage(dir, st, full);
+  } catch (const json::exception& e) {
+    fail("{}/state.json: shards: missing or malformed: {}", dir, e.what());
+  }
+  for (const std::string& file : sharded_files(st, dir)) {
+    const SafetensorsFile f = read_safetensors(dir + "/" + file);
+    for (const json& shard : st.at("shards")) {
+      if (shard.at("file") != file) continue;
+      for (const json& p : shard.at("pieces")) {
+        const std::string name = p.at("tensor").get<std::string>();
+        const int64_t b = p.at("begin").get<int64_t>(), e = p.at("end").get<int64_t>();
+        const int64_t at = full.at(name).offset + b;
+        for (const auto& [kind, out] :
+             {std::pair{"params", params}, std::pair{"m", m}, std::pair{"v", v}}) {
+          if (!out) continue;
+          const Tensor& t = f.at(piece_key(kind, name, b, e), std::vector<int64_t>{e - b});
+          std::copy(t.data.begin(), t.data.end(), out + at);
+        }
+      }
+    }
+  }
+  require_finite_params(full, params, dir, allow_nonfinite);
+  const parallel::Range all{0, full.total()};
+  for (const auto& [kind, x] : {std::pair{"m", m}, std::pair{"v", v}})
+    if (x)
+      if (const int64_t bad = first_nonfinite_tensor(full, x, all); bad >= 0)
+        fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", dir, kind,
+             full.params()[size_t(bad)].name);
+}
+
+}  // namespace marin
