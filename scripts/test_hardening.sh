@@ -46,7 +46,9 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 # tour); the statistical coverage checks that refit hundreds of synthetic ladders (200 × the
 # fits the other Interval/Chinchilla tests run once: 518 s under ASan); the report's rendering
 # in Chromium (the browser's work; the report's content has its own tests); and the longest
-# repetitions of paths that kept tests run (35–80 s each under the sanitizers): the transport
+# repetitions of paths that kept tests run (35–80 s each under the sanitizers): the mesh
+# rehearsal (16 ranks; the sharded checkpoint's own tests stay, less its 9-mesh and 8-rank
+# resumes, whose load path the kept ones run), the transport
 # switch on resume at 2 ranks and under EP (the transports' own tests, the capacity transport at
 # 2 ranks and EP's all-to-all with resume stay), the micro-batch/rank-count numerics
 # (DataParallel.RowsEqualOneProcessAt2And4Ranks stays), the ladder with tasks (the ladder with
@@ -71,6 +73,7 @@ ASAN_EXCLUDE_ONE=(
   'Scaling\.TheThirtySecondLoopOfTheDocsRuns'
   'Bf16Train\.EmulatedTinyEndsWithin2PercentOfFp32'
   'RanksAgree\..*'
+  'mesh_rehearsal\..*'
 )
 ASAN_EXCLUDE_MPI=(
   'DataParallel\.(LadderRungsAndAForecastTargetOnTwoRanks|KilledRankEndsTheJobAndResumeLosesNothing|EvalAndScoreSplitOverRanksGiveTheSameReport|CheckpointsDoNotKnowTheRankCount)'
@@ -78,6 +81,7 @@ ASAN_EXCLUDE_MPI=(
   '(DataParallel|ExpertParallel)\.PooledToDroplessSwitchOnResume'
   'DataParallel\.TheMicroBatchFixesTheNumericsTheRankCountDoesNot'
   'DataParallel\.SigtermToMpirunSavesACheckpointAndResumeLosesNothing'
+  'ShardedCheckpoint\.(ResumesAt1248RanksAndEveryEpBitIdenticallyToTheUnshardedRun|OneProcessAndEightRanksWriteItToo)'
 )
 join() { local IFS='|'; echo "^($*)\$"; }
 
@@ -98,7 +102,7 @@ if [[ $WHAT == all || $WHAT == asan ]]; then
   # by design, and LeakSanitizer cannot name them (no frame pointers, dlopen()ed modules), so no
   # suppression can be narrow. Leak checking is off for these tests only; ASan's memory errors
   # and UBSan stay on.
-  MPI_TESTS=('mpi\.comm\..*' 'DataParallel\..*' 'ExpertParallel\..*' 'FiniteUpdate\.RollbackIsGlobalUnderMpi'
+  MPI_TESTS=('mpi\.comm\..*' 'DataParallel\..*' 'ExpertParallel\..*' 'ShardedCheckpoint\..*' 'FiniteUpdate\.RollbackIsGlobalUnderMpi'
     'TokenizeIn\.RanksShareTheFilesAndWriteTheManifestOneProcessWrites'
     'Generation\.RanksSplitTheItemsAndGiveTheOneProcessResults')
   one_process=$(join "${ASAN_EXCLUDE_ONE[@]}" "${MPI_TESTS[@]}")

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "model/moe/drop_rule.hpp"
+#include "model/moe/router_stats.hpp"
 
 using namespace marin;
 
@@ -101,6 +103,22 @@ TEST(Pooled, DropsEqualABruteForceSimulationOfTheRule) {
   plan.build(ex.data(), 300, Dispatch{Transport::Pooled, 3}, 1.15);
   EXPECT_GT(plan.receiver_dropped, 0);
   EXPECT_EQ(plan.sender_dropped, 0);
+  // The capacities it used are marin plan's (pooled_capacity), and the router's metrics line
+  // reports them: A = 600 assignments, one shard, 8 local experts, 3 waves.
+  EXPECT_EQ(plan.pooled.sender_rows, 230);   // ceil(1.15 · 600 / (1 · 3))
+  EXPECT_EQ(plan.pooled.receiver_rows, 29);  // ceil(1.15 · 600 / (8 · 3))
+  Routing<float> routing;
+  routing.rows = 300, routing.E = E, routing.K = K;
+  routing.logits.resize(size_t(300 * E));
+  routing.expert.resize(ex.size());
+  std::copy(ex.begin(), ex.end(), routing.expert.data());
+  const nlohmann::json j = to_json(router_stats(routing, plan));
+  EXPECT_EQ(j["sender_rows_per_wave"], 230);
+  EXPECT_EQ(j["receiver_rows_per_wave"], 29);
+  DispatchPlan dropless;
+  dropless.reserve(300, E, K);
+  dropless.build(ex.data(), 300, Dispatch{Transport::Dropless}, 1.15);
+  EXPECT_FALSE(to_json(router_stats(routing, dropless)).contains("sender_rows_per_wave"));
 }
 
 TEST(Capacity, AStepOfMicroBatchesDropsWhatOneForwardDrops) {

@@ -91,6 +91,7 @@ void DispatchPlan::decide_pooled(const int32_t* expert, int64_t A, const Dispatc
   MARIN_CHECK(W >= 1, "pooled transport: waves must be >= 1, got {}", W);
   MARIN_CHECK(E % S == 0, "pooled transport: {} experts over {} shards", E, S);
   const PooledCapacity cap = pooled_capacity(A / K, K, S, E_loc, W, capacity_factor);
+  pooled = cap;
   if (wave_rank.size() != size_t(E * W)) wave_rank.resize(size_t(E * W));
   wave_rank.zero();
   // Sender: an assignment ranked i within its destination shard goes in wave i mod W, slot

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/buffer.hpp"
+#include "model/pooled_capacity.hpp"
 
 namespace marin::parallel {
 class Comm;
@@ -68,7 +69,8 @@ struct DispatchPlan {
   Buffer<int64_t> wave_of;    // [rows·K] pooled: the wave of each assignment kept by the sender
   int64_t kept = 0, dropped = 0;
   int64_t sender_dropped = 0, receiver_dropped = 0;  // pooled: where the drops happened
-  int64_t step_assignments = 0;                      // T·K of the whole step (0: this build alone)
+  PooledCapacity pooled;  // pooled: the capacities the last decision used (marin plan's rule)
+  int64_t step_assignments = 0;  // T·K of the whole step (0: this build alone)
 
   void reserve(int64_t max_rows, int64_t E, int64_t K);
   // A step of `tokens` tokens begins: capacity from T = tokens, no arrivals yet.

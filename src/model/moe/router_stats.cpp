@@ -25,17 +25,22 @@ enum : int64_t {
 
 nlohmann::json to_json(const RouterStats& s) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  return {{"tokens", s.tokens},
-          {"entropy", num(s.entropy)},
-          {"load_entropy", num(s.load_entropy)},
-          {"balance", num(s.balance)},
-          {"z", num(s.z)},
-          {"max_load", num(s.max_load)},
-          {"min_load", num(s.min_load)},
-          {"load_ratio", num(s.load_ratio)},
-          {"drop_fraction", num(s.drop_fraction)},
-          {"sender_drop_fraction", num(s.sender_drop_fraction)},
-          {"receiver_drop_fraction", num(s.receiver_drop_fraction)}};
+  nlohmann::json j = {{"tokens", s.tokens},
+                      {"entropy", num(s.entropy)},
+                      {"load_entropy", num(s.load_entropy)},
+                      {"balance", num(s.balance)},
+                      {"z", num(s.z)},
+                      {"max_load", num(s.max_load)},
+                      {"min_load", num(s.min_load)},
+                      {"load_ratio", num(s.load_ratio)},
+                      {"drop_fraction", num(s.drop_fraction)},
+                      {"sender_drop_fraction", num(s.sender_drop_fraction)},
+                      {"receiver_drop_fraction", num(s.receiver_drop_fraction)}};
+  if (s.sender_rows_per_wave > 0) {
+    j["sender_rows_per_wave"] = s.sender_rows_per_wave;
+    j["receiver_rows_per_wave"] = s.receiver_rows_per_wave;
+  }
+  return j;
 }
 
 void RouterStatsAccumulator::reset(int64_t E, int64_t K) {
@@ -46,6 +51,7 @@ void RouterStatsAccumulator::reset(int64_t E, int64_t K) {
     sums_.resize(n);
   else
     sums_.zero();
+  pooled_ = {};
 }
 
 template <class T>
@@ -64,6 +70,7 @@ void RouterStatsAccumulator::add(const Routing<T>& r, const DispatchPlan& plan) 
   sums_[kDropped] += double(plan.dropped);
   sums_[kSenderDropped] += double(plan.sender_dropped);
   sums_[kReceiverDropped] += double(plan.receiver_dropped);
+  pooled_ = plan.pooled;
   sums_[kEntropy] += ent;
   sums_[kLse2] += lse2;
 }
@@ -72,6 +79,8 @@ RouterStats RouterStatsAccumulator::finish() const {
   RouterStats st;
   const double T = sums_.size() ? sums_[kTokens] : 0;
   st.tokens = int64_t(T);
+  st.sender_rows_per_wave = pooled_.sender_rows;
+  st.receiver_rows_per_wave = pooled_.receiver_rows;
   if (T <= 0 || E_ == 0) return st;
   const double* psum = sums_.data() + kHeader;
   const double* load = psum + E_;

@@ -10,7 +10,9 @@
 //   max_load, min_load  max_e / min_e (load_e / n*); load_ratio = max_load / min_load (+inf when
 //                 an expert got nothing; to_json writes it as null)
 //   drop_fraction dropped / (T·K) (0 for dropless transport); for the pooled transport also
-//                 sender_drop_fraction and receiver_drop_fraction (their sum)
+//                 sender_drop_fraction and receiver_drop_fraction (their sum), and the per-wave
+//                 capacities the transport used (sender_rows_per_wave: per destination shard;
+//                 receiver_rows_per_wave: per local expert), which `marin plan` predicts
 // The sums behind them are kept in RouterStatsAccumulator as one flat vector of doubles, so
 // micro-batches add and ranks all-reduce (SUM) before finish().
 #include <cstdint>
@@ -32,7 +34,8 @@ struct RouterStats {
   double min_load = 0;
   double load_ratio = 0;
   double drop_fraction = 0;
-  double sender_drop_fraction = 0, receiver_drop_fraction = 0;  // pooled: where drops happened
+  double sender_drop_fraction = 0, receiver_drop_fraction = 0;   // pooled: where drops happened
+  int64_t sender_rows_per_wave = 0, receiver_rows_per_wave = 0;  // pooled: 0 otherwise
 };
 
 nlohmann::json to_json(const RouterStats& s);  // {"tokens", "entropy", ..., "drop_fraction"}
@@ -54,6 +57,8 @@ class RouterStatsAccumulator {
  private:
   int64_t E_ = 0, K_ = 0;
   Buffer<double> sums_;
+  // Pooled: the last plan's capacities (the same on every rank and micro-batch: not summed).
+  PooledCapacity pooled_;
 };
 
 // One layer, one batch: reset + add + finish.
