@@ -14,6 +14,9 @@ namespace marin::kernels {
 
 void set_compute_threads(int n, bool chosen);
 int compute_threads();  // omp_get_max_threads()
+// The kernels the calling thread runs from now on use one thread (OpenMP's count is per thread):
+// for a helper thread (parallel::CommThread) whose work must not compete with the compute's team.
+void run_kernels_single_threaded_here();
 bool compute_threads_chosen();
 
 // Independent tasks 0 … tasks−1 spread over the compute threads, for work made of many small

@@ -209,15 +209,32 @@ void Model<T>::backward() {
   linear_bwd(dlogits, hf_.data(), param("lm_head"), dh2, grad("lm_head"), rows, d, V);
   final_norm_.backward(dh2, dh, rows, arena_);
   ps.reset();
+  // The table's order: embedding, blocks 0 … L−1, final norm and LM head (params.cpp).
+  const auto block_begin = [&](size_t l) {
+    return table_
+        .at(l < blocks_.size() ? fmt::format("layers.{}.attn_norm.weight", l)
+                               : std::string("final.norm.weight"))
+        .offset;
+  };
+  if (gradients_ready_) gradients_ready(block_begin(blocks_.size()), table_.total());
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward(dh, dh2, B_, arena_);
     std::swap(dh, dh2);
+    if (gradients_ready_) gradients_ready(block_begin(l), block_begin(l + 1));
   }
   const profile::Scope pe("embedding.backward");
   embed_norm_.backward(dh, dh2, rows, arena_);
   kernels::embedding_bwd(dh2, tokens_.data(), grad("embed.weight"), rows, d);
+  if (gradients_ready_) gradients_ready(0, block_begin(0));
   // The router bias (QB state, group State) is left at the zero of grads_.zero(): no module
   // writes its gradient, which tests/model/test_qb.cpp checks.
+}
+
+template <class T>
+void Model<T>::set_gradient_listener(std::function<void(parallel::Range)> f) {
+  MARIN_CHECK(!f || table_.expert_begin() == table_.total(),
+              "gradient listener: not offered with expert parallelism");
+  gradients_ready_ = std::move(f);
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 // GatedNorm, untied LM head, CE + z-loss. Explicit forward/backward in the llm.c style: forward
 // saves what backward needs in buffers sized once for (max_batch, seq_len); nothing is
 // allocated inside a step. Instantiated for float (training) and double (gradient checks).
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "model/block.hpp"
 #include "model/gated_norm.hpp"
 #include "model/params.hpp"
+#include "parallel/comm.hpp"
 
 namespace marin {
 
@@ -89,6 +91,12 @@ class Model {
   // Gradients of the last forward's loss, written (not accumulated) into grads(). A training
   // model only.
   void backward();
+  // Called during backward() each time the gradients of a run of the table are final, so their
+  // reduction can start while the rest is computed (StepEngine's overlap): the final norm and LM
+  // head, then each block from the last to the first, then the embedding. The runs tile
+  // [0, table().total()). Without expert parallelism only (its experts sit apart in the table);
+  // an empty function stops the calls.
+  void set_gradient_listener(std::function<void(parallel::Range)> f);
 
   // Incremental decoding through the same modules as forward(): runs `token` at position
   // cache.pos of one document, reading and extending the earlier positions' state in `cache`
@@ -125,7 +133,11 @@ class Model {
   static int64_t weight_copy_bytes_bound(const ParamTable& table, kernels::Dtype d, ModelUse use);
 
  private:
-  DispatchSettings dispatch_;  // set_dispatch
+  DispatchSettings dispatch_;                             // set_dispatch
+  std::function<void(parallel::Range)> gradients_ready_;  // set_gradient_listener
+  void gradients_ready(int64_t begin, int64_t end) {
+    if (gradients_ready_) gradients_ready_({begin, end});
+  }
   static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,
                                 ModelUse use);
 

@@ -9,6 +9,13 @@
 
 namespace marin::parallel {
 
+namespace {
+// The fixed-point shift of a tensor whose largest |x| is m, for sums of 2^head terms.
+int shift_of(double m, int head) {
+  return 62 - head - (std::ilogb(m) + 1);
+}
+}  // namespace
+
 ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions)
     : segs_(std::move(segments)), regions_(std::move(regions)), max_(segs_.size(), 0.0) {
   int64_t at = 0;
@@ -27,13 +34,28 @@ ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<Sum
 }
 
 bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& world, float* out) {
+  for (const SumRegion& w : regions_) sum_range(w.range, partials, units, world);
+  return finish(out);
+}
+
+void ExactSum::sum_range(Range range, std::span<const Partial> partials, int64_t units,
+                         Comm& world) {
   MARIN_CHECK(units >= 1, "exact sum: {} units", units);
   auto covering = [&](const Segment& g, const Partial& p) {
     return g.offset >= p.covers.begin && g.offset + g.size <= p.covers.end;
   };
+  // The tensors of the range (segments are in buffer order).
+  const auto first = std::lower_bound(segs_.begin(), segs_.end(), range.begin,
+                                      [](const Segment& g, int64_t at) { return g.offset < at; });
+  size_t s0 = size_t(first - segs_.begin()), s1 = s0;
+  while (s1 < segs_.size() && segs_[s1].offset + segs_[s1].size <= range.end) ++s1;
+  MARIN_CHECK(s0 < segs_.size() && segs_[s0].offset == range.begin &&
+                  (s1 == segs_.size() ? range.end >= segs_.back().offset + segs_.back().size
+                                      : segs_[s1].offset == range.end),
+              "exact sum: [{}, {}) is not a run of whole tensors", range.begin, range.end);
   // 1. Per-tensor global max |x| (+inf for a non-finite value: the step is skipped).
   const double inf = std::numeric_limits<double>::infinity();
-  for (size_t s = 0; s < segs_.size(); ++s) {
+  for (size_t s = s0; s < s1; ++s) {
     float m = 0;
     for (const Partial& p : partials)
       if (covering(segs_[s], p))
@@ -41,30 +63,43 @@ bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& wo
                      kernels::max_abs(p.data + (segs_[s].offset - p.covers.begin), segs_[s].size));
     max_[s] = std::isfinite(m) ? double(m) : inf;
   }
-  world.allreduce(max_.data(), int64_t(max_.size()), Op::Max);
-  for (double m : max_)
-    if (!(m < inf)) return false;
+  world.allreduce(max_.data() + s0, int64_t(s1 - s0), Op::Max);
+  for (size_t s = s0; s < s1; ++s)
+    if (!(max_[s] < inf)) finite_ = false;
+  if (!finite_) return;  // the same decision on every rank: nothing more is summed this step
   // 2. Fixed point: |x|·2^shift < 2^62 / 2^ceil(log2 units), so any sum of `units` terms fits.
   // Every element of every tensor is written (0 where this rank holds no partial of it), so the
   // buffer needs no clearing between steps.
   const int head = int(std::ceil(std::log2(double(units))));
-  auto shift_of = [&](double m) { return 62 - head - (std::ilogb(m) + 1); };
   std::vector<const float*> xs;
-  for (size_t s = 0; s < segs_.size(); ++s) {
+  for (size_t s = s0; s < s1; ++s) {
     xs.clear();
     if (max_[s] != 0)  // all zero: the sum is zero
       for (const Partial& p : partials)
         if (covering(segs_[s], p)) xs.push_back(p.data + (segs_[s].offset - p.covers.begin));
-    const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s]));
+    const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s], head));
     kernels::fixed_point_sum(xs.data(), int(xs.size()), segs_[s].size, scale,
                              acc_.data() + segs_[s].offset);
   }
-  // 3. Exact integer sum of each region over its group, each rank receiving its shard.
+  // 3. Exact integer sum over the group of each region the range lies in, each rank receiving
+  // the part of the range inside its shard.
+  head_ = head;
   for (size_t w = 0; w < regions_.size(); ++w) {
     Comm* g = regions_[w].group;
-    if (g && g->size() > 1)
-      g->reduce_scatter(acc_.data() + regions_[w].range.begin, shard_sizes_[w].data());
+    const int64_t b = std::max(range.begin, regions_[w].range.begin);
+    const int64_t e = std::min(range.end, regions_[w].range.end);
+    if (!g || g->size() == 1 || b >= e) continue;
+    std::vector<int64_t> counts;
+    for (const Range& r : regions_[w].shards)
+      counts.push_back(std::max<int64_t>(0, std::min(e, r.end) - std::max(b, r.begin)));
+    g->reduce_scatter(acc_.data() + b, counts.data());
   }
+}
+
+bool ExactSum::finish(float* out) {
+  const bool finite = finite_;
+  finite_ = true;
+  if (!finite) return false;
   // 4. One rounding back to float.
   for (auto& w : regions_) {
     const Range own = w.shards[size_t(w.group ? w.group->rank() : 0)];
@@ -72,7 +107,7 @@ bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& wo
       const int64_t b = std::max(own.begin, segs_[s].offset);
       const int64_t e = std::min(own.end, segs_[s].offset + segs_[s].size);
       if (b >= e) continue;
-      const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s]));
+      const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s], head_));
       kernels::fixed_point_to_float(acc_.data() + b, e - b, inv, out + b);
     }
   }

@@ -56,12 +56,23 @@ class ExactSum {
   // rank of every region's group).
   bool reduce(std::span<const Partial> partials, int64_t units, Comm& world, float* out);
 
+  // reduce() in pieces, so that the sum of a finished part of the buffer can run while the rest
+  // is still being computed (StepEngine's overlap): sum_range once for each of a set of ranges
+  // that tile the buffer (each a run of whole tensors inside one region, in the same order on
+  // every rank), then finish(). The result is reduce()'s bit for bit: every tensor keeps its own
+  // scale and integers add exactly in any grouping. sum_range is collective over `world`;
+  // finish is local and returns false when any range held a NaN or ±Inf.
+  void sum_range(Range range, std::span<const Partial> partials, int64_t units, Comm& world);
+  bool finish(float* out);
+
  private:
   std::vector<Segment> segs_;
   std::vector<SumRegion> regions_;
   std::vector<std::vector<int64_t>> shard_sizes_;  // per region: the reduce-scatter's counts
   std::vector<double> max_;                        // per segment
   Buffer<int64_t> acc_;
+  bool finite_ = true;  // every range summed since the last finish() was finite
+  int head_ = 0;        // ceil(log2 units) of those sums
 };
 
 }  // namespace marin::parallel

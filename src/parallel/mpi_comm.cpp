@@ -1,5 +1,6 @@
 // The MPI communicator: the only file of the project that includes <mpi.h>. MPI is initialised
-// with MPI_THREAD_FUNNELED (only the main thread calls MPI; OpenMP threads compute in between).
+// with MPI_THREAD_SERIALIZED: the main thread calls MPI, and so does the training step's
+// communication thread (comm_thread.hpp), never both at once; OpenMP threads only compute.
 // MPI counts are C ints, so large in-place reductions are split into chunks of 2^28 elements and
 // the v-collectives refuse counts that do not fit (with the count in the message).
 #include <mpi.h>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include "parallel/comm_thread.hpp"
 
 #include "core/error.hpp"
 #include "parallel/comm.hpp"
@@ -148,12 +151,23 @@ class MpiComm final : public Comm {
 
 }  // namespace
 
+namespace {
+int g_thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+}  // namespace
+
+bool comm_thread_supported() {
+  return g_thread_level >= MPI_THREAD_SERIALIZED;
+}
+
 std::unique_ptr<Comm> make_mpi_world() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    // SERIALIZED: the step's communication thread (comm_thread.hpp) makes calls too, never at
+    // the same time as the main thread.
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &g_thread_level);
+  } else {
+    MPI_Query_thread(&g_thread_level);
   }
   return std::make_unique<MpiComm>(MPI_COMM_WORLD, false);
 }

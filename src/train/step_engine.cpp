@@ -116,6 +116,8 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
   std::vector<parallel::SumRegion> sums;
   for (auto& r : optimizer_->regions()) sums.push_back({r.where.range, r.where.group, r.shards});
   grad_sum_ = std::make_unique<parallel::ExactSum>(segments, table.total(), sums);
+  if (o.overlap && N > 1 && ep() == 1 && parallel::comm_thread_supported())
+    comm_thread_ = std::make_unique<parallel::CommThread>();
   if (N > 1) qb_reducer_ = std::make_unique<CommQBReducer>(comm_);
   qb_ = QBBalancer(o.model.qb_bins, qb_reducer_.get());
   const ModelConfig& c = o.model;
@@ -204,7 +206,21 @@ LossStats StepEngine::forward_backward(bool backward) {
       log_routing(routing_log_[size_t(l)], moe.router().routing(), int64_t(w) * micro_ * S);
       router_acc_[size_t(l)].add(moe.router().routing(), moe.plan());
     }
+    const bool overlap = comm_thread_ && w + 1 == local_units_;
+    if (overlap) {
+      // Each block's exact sum starts on the communication thread once the last micro-batch's
+      // backward has finished it (the earlier micro-batches' partials are complete).
+      parts_ = gradient_parts();
+      model_->set_gradient_listener([this](parallel::Range r) {
+        if (r.begin == 0) inject_nan_grad();  // the testing aid, before element 0 is summed
+        comm_thread_->submit([this, r] { grad_sum_->sum_range(r, parts_, units_, comm_); });
+      });
+    }
     model_->backward();
+    if (overlap) {
+      model_->set_gradient_listener({});
+      exposed_seconds_ = comm_thread_->wait();  // before this thread's next MPI call
+    }
     if (w + 1 < local_units_) {
       const Buffer<float>& g = model_->grads();
       kernels::copy(g.data(), partials_[size_t(w)].data(), int64_t(g.size()));
@@ -237,30 +253,47 @@ std::string StepEngine::check_update(int64_t step) {
                             optimizer_->local_v().data(), owned, comm_);
 }
 
-bool StepEngine::reduce_gradients(StepResult& out, int64_t step) {
-  Buffer<float>& grads = model_->grads();
+void StepEngine::inject_nan_grad() {
   for (int64_t bad : opt_.inject_nan_grad_steps)
-    if (bad == step && comm_.is_root()) grads[0] = std::nanf("");
-  // The exact sum of every micro-batch's gradient, each rank receiving the tensors it updates;
-  // the optimizer all-gathers the updated parameters. Under expert parallelism a micro-batch's
-  // gradient is in pieces: the dense tensors where it was computed, each expert shard's part at
-  // the shard (one piece per source rank).
-  Timer tc;
+    if (bad == step_now_ && comm_.is_root()) model_->grads()[0] = std::nanf("");
+}
+
+std::vector<parallel::Partial> StepEngine::gradient_parts() {
+  // Under expert parallelism a micro-batch's gradient is in pieces: the dense tensors where it
+  // was computed, each expert shard's part at the shard (one piece per source rank).
   const ParamTable& table = model_->table();
   const parallel::Range dense{0, table.expert_begin()},
       experts{table.expert_begin(), table.total()};
   std::vector<parallel::Partial> parts;
   for (int w = 0; w < local_units_; ++w) {
     const bool last = w + 1 == local_units_;
-    parts.push_back({last ? grads.data() : partials_[size_t(w)].data(), dense});
+    parts.push_back({last ? model_->grads().data() : partials_[size_t(w)].data(), dense});
     if (ep() == 1) continue;
     const float* by_source =
         last ? model_->source_grads().data() : expert_partials_[size_t(w)].data();
     for (int src = 0; src < ep(); ++src)
       parts.push_back({by_source + src * experts.size(), experts});
   }
-  const bool finite = grad_sum_->reduce(parts, units_, comm_, grads.data());
-  out.comm_seconds = tc.seconds();
+  return parts;
+}
+
+bool StepEngine::reduce_gradients(StepResult& out) {
+  // The exact sum of every micro-batch's gradient, each rank receiving the tensors it updates;
+  // the optimizer all-gathers the updated parameters. With the communication thread the sums
+  // ran during the backward, and what remains is the rounding of this rank's part: comm_seconds
+  // is then the communication the backward did not hide (the wait for the thread) and that.
+  Timer tc;
+  Buffer<float>& grads = model_->grads();
+  bool finite = false;
+  if (comm_thread_) {
+    finite = grad_sum_->finish(grads.data());
+    out.comm_seconds = exposed_seconds_ + tc.seconds();
+    out.comm_overlapped = true;
+  } else {
+    inject_nan_grad();
+    finite = grad_sum_->reduce(gradient_parts(), units_, comm_, grads.data());
+    out.comm_seconds = tc.seconds();
+  }
   // Per rank: the int64 reduce-scatter and the fp32 all-gather each move about the whole region.
   for (auto& r : optimizer_->regions())
     if (r.where.group && r.where.group->size() > 1)
@@ -316,11 +349,12 @@ StepResult StepEngine::step(BatchSource& data, int64_t step) {
   }
   for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
   for (int64_t l = 0; l < c.num_layers; ++l) model_->block(l).moe().take_traffic();  // validation
+  step_now_ = step;
   const LossStats s = forward_backward(/*backward=*/true);
   bool grads_finite = false;
   {
     const profile::Scope ps("gradients.reduce");
-    grads_finite = reduce_gradients(out, step);
+    grads_finite = reduce_gradients(out);
   }
   out.loss = s;
   out.finite = grads_finite && std::isfinite(s.loss);

@@ -31,6 +31,7 @@
 #include "model/moe/router_stats.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/comm.hpp"
+#include "parallel/comm_thread.hpp"
 #include "parallel/exact_sum.hpp"
 #include "train/finite_check.hpp"
 #include "train/sharded_checkpoint.hpp"
@@ -40,10 +41,13 @@ namespace marin {
 
 // What one optimizer step did (identical on every rank).
 struct StepResult {
-  LossStats loss;                 // over the global batch
-  bool finite = true;             // false: the update was skipped
-  nlohmann::json metrics;         // the step's metrics line so far
-  double comm_seconds = 0;        // in collectives: the gradient sum and the parameter all-gather
+  LossStats loss;          // over the global batch
+  bool finite = true;      // false: the update was skipped
+  nlohmann::json metrics;  // the step's metrics line so far
+  // In collectives: the gradient sum and the parameter all-gather. With the gradient sum
+  // overlapped with the backward (comm_overlapped), only the part of it the backward did not hide.
+  double comm_seconds = 0;
+  bool comm_overlapped = false;
   int64_t comm_bytes = 0;         // sent per rank by those collectives (0 on one rank)
   double all_to_all_seconds = 0;  // --ep > 1: the MoE layers' exchanges (forward and backward)
   int64_t all_to_all_bytes = 0;   // sent by this rank to the others of its group
@@ -99,7 +103,11 @@ class StepEngine {
   LossStats forward_backward(bool backward);
   // The exact sum of every micro-batch's gradient into the model's grads(); false when it is not
   // finite. Fills out's communication fields.
-  bool reduce_gradients(StepResult& out, int64_t step);
+  bool reduce_gradients(StepResult& out);
+  // The partial gradients of this rank's micro-batches, as the exact sum takes them.
+  std::vector<parallel::Partial> gradient_parts();
+  // Testing aid: poisons the gradient on rank 0 at the steps --inject-nan-grad names.
+  void inject_nan_grad();
   // The update of a finite step (router health, optimizer, QB, rollback of a non-finite update).
   void update(StepResult& out, int64_t step);
   // Collective: "" when the parameters and optimizer state the step just wrote are finite on
@@ -119,6 +127,11 @@ class StepEngine {
   std::vector<Buffer<float>> partials_;         // gradients of this rank's earlier micro-batches
   std::vector<Buffer<float>> expert_partials_;  // --ep > 1: their expert gradients, per source
   std::unique_ptr<parallel::ExactSum> grad_sum_;
+  // --overlap under MPI without --ep: runs grad_sum_'s ranges during the last backward.
+  std::unique_ptr<parallel::CommThread> comm_thread_;
+  std::vector<parallel::Partial> parts_;  // what the thread's jobs sum
+  double exposed_seconds_ = 0;            // the last step's wait for them
+  int64_t step_now_ = 0;                  // the step being computed (0-based)
   UpdateGuard update_guard_;  // the state before this step's update, to undo a non-finite one
   std::unique_ptr<QBReducer> qb_reducer_;
   QBBalancer qb_;

@@ -92,6 +92,11 @@ std::vector<TrainOption> make_table() {
      .choices = {"auto", "fp32", "bf16", "bf16-emulated"}, .optional = true, .on_resume = kYes,
      .help = kernels::kDtypeHelp,
      MEMBER(dtype)},
+    {.flag = "--no-overlap", .key = "/overlap", .kind = O::Bool, .negate = true,
+     .optional = true, .on_resume = kYes,
+     .help = "sum the gradients after the backward instead of during it on a communication "
+             "thread (the result is the same bit for bit)",
+     MEMBER(overlap)},
     {.flag = "--no-qb", .key = "/qb", .kind = O::Bool, .negate = true,
      .help = "disable QB router balancing", MEMBER(qb)},
     {.flag = "--strict-data", .key = "/strict_data", .kind = O::Bool, .optional = true,

@@ -31,6 +31,10 @@ struct TrainOptions {
   // (dropless and capacity): it may change at --resume.
   int ep = 1;
   bool qb = true;  // QB router balancing (recipe §4)
+  // Under MPI without --ep: the exact gradient sum of each block runs on a communication thread as
+  // soon as the last micro-batch's backward has finished that block (docs/distributed.md,
+  // "Overlap"). How a step is computed, not what: it may change at --resume.
+  bool overlap = true;
   // Compute dtype of the GEMMs as asked (--dtype): auto, fp32, bf16 or bf16-emulated; what it
   // resolves to on the machine at hand is the trainer's dtype(), in run.json and every metrics
   // line. Master weights, gradients and optimizer state are fp32 whatever it is.

@@ -226,7 +226,10 @@ void Trainer::finish_step(StepResult& r, double dt, TrainResult& res) {
   }
   m["step_seconds"] = dt;
   m["tokens_per_second"] = double(int64_t(opt_.batch) * opt_.model.seq_len) / dt;
-  if (comm_->size() > 1) m["comm"] = {{"seconds", r.comm_seconds}, {"bytes", r.comm_bytes}};
+  if (comm_->size() > 1) {
+    m["comm"] = {{"seconds", r.comm_seconds}, {"bytes", r.comm_bytes}};
+    if (r.comm_overlapped) m["comm"]["overlapped"] = true;
+  }
   if (engine_->ep() > 1)
     m["comm"]["all_to_all"] = {{"seconds", r.all_to_all_seconds}, {"bytes", r.all_to_all_bytes}};
   res.last_loss = r.loss.loss;

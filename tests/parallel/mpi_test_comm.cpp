@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "model/config.hpp"
@@ -20,6 +21,8 @@
 #include "model/pooled_capacity.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/comm.hpp"
+#include "parallel/comm_thread.hpp"
+#include "parallel/exact_sum.hpp"
 
 using namespace marin;
 using parallel::Comm;
@@ -120,6 +123,46 @@ TEST(Comm, ReduceScatterAndExscan) {
   W().exscan_sum(e, 2);
   EXPECT_EQ(e[0], int64_t(r) * (r + 1) / 2);
   EXPECT_EQ(e[1], r);
+}
+
+// The exact sum in ranges on a communication thread (StepEngine's overlap), the ranges in the
+// backward's order (last first), gives reduce()'s bits; a NaN in one range fails the whole sum on
+// every rank.
+TEST(ExactSum, RangesOnACommThreadEqualOneReduce) {
+  const int r = W().rank(), n = W().size();
+  // Five tensors with gaps between them (the table's 16-float alignment).
+  const std::vector<parallel::Segment> segs = {{0, 40}, {48, 7}, {64, 100}, {176, 33}, {224, 61}};
+  const int64_t total = 285;
+  std::vector<parallel::Range> shards;
+  for (int q = 0; q < n; ++q) shards.push_back(parallel::split_evenly(total, n, q));
+  const std::vector<parallel::SumRegion> regions = {{{0, total}, &W(), shards}};
+  std::vector<std::vector<float>> data(2, std::vector<float>(size_t(total), 0.f));
+  for (size_t u = 0; u < 2; ++u)
+    for (const auto& g : segs)
+      for (int64_t i = g.offset; i < g.offset + g.size; ++i)
+        data[u][size_t(i)] = std::sin(float(i * 7 + int64_t(u) * 3 + r * 11)) * float(1 + i % 5);
+  const std::vector<parallel::Partial> parts = {{data[0].data(), {0, total}},
+                                                {data[1].data(), {0, total}}};
+  const std::vector<parallel::Range> ranges = {{176, total}, {48, 176}, {0, 48}};
+  std::vector<float> whole(static_cast<size_t>(total)), pieces(static_cast<size_t>(total));
+  parallel::ExactSum a(segs, total, regions), b(segs, total, regions);
+  ASSERT_TRUE(a.reduce(parts, 2 * n, W(), whole.data()));
+  {
+    parallel::CommThread thread;
+    for (const parallel::Range& g : ranges)
+      thread.submit([&, g] { b.sum_range(g, parts, 2 * n, W()); });
+    thread.wait();
+  }
+  ASSERT_TRUE(b.finish(pieces.data()));
+  for (int64_t i = shards[size_t(r)].begin; i < shards[size_t(r)].end; ++i)
+    EXPECT_EQ(whole[size_t(i)], pieces[size_t(i)]) << i;
+  // A NaN on the last rank in the middle range: every rank's finish() says so.
+  if (r == n - 1) data[1][70] = std::nanf("");
+  for (const parallel::Range& g : ranges) b.sum_range(g, parts, 2 * n, W());
+  EXPECT_FALSE(b.finish(pieces.data()));
+  data[1][70] = 0;
+  for (const parallel::Range& g : ranges) b.sum_range(g, parts, 2 * n, W());
+  EXPECT_TRUE(b.finish(pieces.data()));  // the next step starts clean
 }
 
 TEST(Comm, SplitIntoGroups) {

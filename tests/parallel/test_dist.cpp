@@ -176,6 +176,41 @@ TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
   EXPECT_NE(r.out.find("cannot change on --resume"), std::string::npos) << r.out;
 }
 
+// The gradient sum overlapped with the backward (a communication thread sums each block as soon
+// as the last micro-batch's backward has finished it; the default under MPI without --ep) and
+// after it (--no-overlap) give the one-process weights bit for bit at 2 and 4 ranks, and a
+// non-finite gradient still skips the step on every rank.
+TEST(DataParallel, OverlappedGradientSumIsBitIdenticalAndStillSkipsANonFiniteStep) {
+  TempDir tmp("dp-overlap");
+  write_rows(tmp.str("rows.bin"), 64);
+  const std::string args =
+      "train --preset tiny --batch 8 --micro-batch 1 --steps 8 --seed 5 "
+      "--rows " +
+      tmp.str("rows.bin") + " --out ";
+  ASSERT_EQ(mpirun(0, args + tmp.str("one")).code, 0);
+  for (const auto& [np, flag] :
+       std::vector<std::pair<int, std::string>>{{2, ""}, {2, " --no-overlap"}, {4, ""}}) {
+    const std::string out = tmp.str(fmt::format("np{}{}", np, flag.empty() ? "" : "-no"));
+    auto r = mpirun(np, args + out + flag);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(final_weights(out) == final_weights(tmp.str("one"))) << np << flag;
+    for (const json& m : metrics(out))
+      EXPECT_EQ(m["comm"].value("overlapped", false), flag.empty()) << np << flag;
+  }
+  // --inject-nan-grad 3 poisons rank 0's gradient of the 4th step before its first tensor is
+  // summed: overlapped or not, the step is skipped and the runs end equal.
+  for (const std::string flag : {"", " --no-overlap"}) {
+    const std::string out = tmp.str(flag.empty() ? "nan" : "nan-no");
+    auto r = mpirun(2, args + out + flag + " --inject-nan-grad 3");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto m = metrics(out);
+    ASSERT_EQ(m.size(), 8u);
+    EXPECT_EQ(m[3]["skipped"], "non-finite loss or gradient, update skipped") << flag;
+  }
+  EXPECT_FALSE(final_weights(tmp.str("nan")).empty());
+  EXPECT_TRUE(final_weights(tmp.str("nan")) == final_weights(tmp.str("nan-no")));
+}
+
 TEST(DataParallel, TextMixtureWithValidationEqualsOneProcess) {
   TempDir tmp("dp-text");
   ASSERT_EQ(marin::testing::tokenize_fixture(tmp), "");

@@ -18,6 +18,10 @@ void set_compute_threads(int n, bool chosen) {
   g_chosen = chosen;
 }
 
+void run_kernels_single_threaded_here() {
+  omp_set_num_threads(1);
+}
+
 int compute_threads() {
   return omp_get_max_threads();
 }

@@ -1,0 +1,65 @@
+#include "parallel/comm_thread.hpp"
+
+#include "core/timer.hpp"
+#include "kernels/threads.hpp"
+
+namespace marin::parallel {
+
+CommThread::CommThread() : thread_([this] { loop(); }) {}
+
+CommThread::~CommThread() {
+  {
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+    stop_ = true;
+  }
+  ready_.notify_one();
+  thread_.join();
+}
+
+void CommThread::submit(std::function<void()> job) {
+  {
+    const std::lock_guard lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+}
+
+double CommThread::wait() {
+  const Timer t;
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  if (error_) {
+    const std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+  return t.seconds();
+}
+
+void CommThread::loop() {
+  // The jobs' conversions (exact sum) run beside the compute, not as a second team of threads.
+  kernels::run_kernels_single_threaded_here();
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ready_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stop_
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    busy_ = true;
+    const bool skip = error_ != nullptr;  // after a failure the rest are skipped
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      if (!skip) job();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    if (failed && !error_) error_ = failed;
+    busy_ = false;
+    if (jobs_.empty()) done_.notify_all();
+  }
+}
+
+}  // namespace marin::parallel
