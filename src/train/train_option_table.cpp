@@ -94,9 +94,7 @@ std::vector<TrainOption> make_table() {
      MEMBER(dtype)},
     {.flag = "--no-overlap", .key = "/overlap", .kind = O::Bool, .negate = true,
      .optional = true, .on_resume = kYes,
-     .help = "sum the gradients after the backward instead of during it on a communication "
-             "thread (the result is the same bit for bit)",
-     MEMBER(overlap)},
+     .help = "sum the gradients after the backward, not during it (same bits)", MEMBER(overlap)},
     {.flag = "--no-qb", .key = "/qb", .kind = O::Bool, .negate = true,
      .help = "disable QB router balancing", MEMBER(qb)},
     {.flag = "--strict-data", .key = "/strict_data", .kind = O::Bool, .optional = true,
