@@ -1,5 +1,5 @@
-// The parts of the SIMD attention kernels (cpu/attention.cpp) that do not depend on the
-// products' precision, so that kernels with other products can share them: tile sizes, the
+// The parts of the SIMD attention kernels that do not depend on the products' precision,
+// shared by the fp32 tiles (cpu/attention.cpp) and the bf16 ones (cpu/attention_bf16.cpp): the
 // vectorised masks and the online softmax, all fp32. Compiled once per Highway target: included
 // after simd-inl.hpp by files that go through hwy/foreach_target.h (the guard toggles with
 // HWY_TARGET_TOGGLE, as simd-inl.hpp's does).

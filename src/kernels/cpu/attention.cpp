@@ -1,7 +1,7 @@
 // Causal / sliding-window attention with segment ids and GQA, flash-attention style: queries in
 // tiles, keys in blocks, online softmax; the S x S score matrix is never formed.
 //
-// Two implementations behind the same entry points:
+// Implementations behind the same entry points:
 //  * generic (any T, any hd): one query at a time, exact math; used for double (finite-difference
 //    checks) and for float shapes the fast path does not cover.
 //  * SIMD float for hd in {16, 32, 64, 128}, compiled once per Highway target (AVX2, AVX-512, a
@@ -9,6 +9,8 @@
 //    outer products, vectorised masking and exp. The forward computes a tile's scores transposed
 //    (a key per row, queries across the lanes: K packed by rows, the query tile transposed) so
 //    the online softmax is vertical vector arithmetic; the backward packs K and V transposed.
+//  * for float where the run computes in bf16 on a CPU with avx512_bf16, the same tiles with
+//    bf16 dot products (cpu/attention_bf16.cpp), tried first.
 // Forward parallelises over (b, query head); backward over (b, kv head), so every dk/dv row is
 // owned by one thread and the result does not depend on the thread count.
 #include <algorithm>
@@ -28,7 +30,7 @@
 #include <hwy/highway.h>
 
 #include "kernels/cpu/simd-inl.hpp"
-// After simd-inl.hpp: the tiles, masks and online softmax, in a header another kernel can share.
+// After simd-inl.hpp: the tiles, masks and online softmax shared with attention_bf16.cpp.
 #include "kernels/cpu/attention-inl.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -440,15 +442,22 @@ bool try_fast_bwd(const AttnShape&, const T*, const T*, const T*, const int32_t*
   return false;
 }
 
+// Float: the bf16 products where the run computes in bf16 and the CPU has them (the GEMMs'
+// seam, compute_dtype()), else the fp32 tiles.
 template <>
 bool try_fast_fwd<float>(const AttnShape& s, const float* q, const float* k, const float* v,
                          const int32_t* seg, float* out, float* lse, const RowInfo& ri) {
+  if (compute_dtype() == Dtype::bf16 && cpu::attention_fwd_bf16(s, q, k, v, seg, out, lse, ri))
+    return true;
   return HWY_DYNAMIC_DISPATCH(cpu::AttnFwdF32)(s, q, k, v, seg, out, lse, ri);
 }
 template <>
 bool try_fast_bwd<float>(const AttnShape& s, const float* q, const float* k, const float* v,
                          const int32_t* seg, const float* out, const float* lse, const float* dout,
                          float* dq, float* dk, float* dv, const RowInfo& ri) {
+  if (compute_dtype() == Dtype::bf16 &&
+      cpu::attention_bwd_bf16(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri))
+    return true;
   return HWY_DYNAMIC_DISPATCH(cpu::AttnBwdF32)(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
 }
 
