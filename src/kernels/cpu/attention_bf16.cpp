@@ -255,6 +255,22 @@ MARIN_BF16_ATTR void bwd_block(const BwdTile& u, int kb, bool full, int window, 
   dp_rows<HD>(u.nq, dSb, BK / 2, 1, u.Kj + i64(kb / 2) * HD, HD, nkp, dQ, HD, true, nullptr);
 }
 
+// One query of a backward tile: its rows Qs = q·scale and dOs = dO, and D = Σ dO∘O, summed in
+// vector lanes, then across them: the fp32 kernels' one term at a time is a chain of HD
+// dependent adds per query, a larger share of the tile once the products are bf16.
+template <int HD>
+MARIN_BF16_ATTR inline float tile_row(const float* q, const float* dout, const float* out,
+                                      float scale, float* qi, float* doi) {
+  __m512 dsum = _mm512_setzero_ps();
+  for (int e = 0; e < HD; e += 16) {
+    const __m512 d = _mm512_loadu_ps(dout + e);
+    _mm512_storeu_ps(qi + e, _mm512_mul_ps(_mm512_loadu_ps(q + e), _mm512_set1_ps(scale)));
+    _mm512_storeu_ps(doi + e, d);
+    dsum = _mm512_fmadd_ps(d, _mm512_loadu_ps(out + e), dsum);
+  }
+  return _mm512_reduce_add_ps(dsum);
+}
+
 // One (b, kv head) of the backward: bwd_fast's loop over the group's query heads and tiles.
 template <int HD>
 MARIN_BF16_ATTR void bwd_kv_head(const AttnShape& s, int b, int kvh, const float* q, const float* k,
@@ -299,13 +315,7 @@ MARIN_BF16_ATTR void bwd_kv_head(const AttnShape& s, int b, int kvh, const float
         float *qi = Qs + i * HD, *doi = dOs + i * HD;
         if (i < nq) {
           const i64 o = (i64(b) * S + t0 + i) * ldq + i64(h) * HD;
-          float Dsum = 0;
-          for (int e = 0; e < HD; ++e) {
-            qi[e] = q[o + e] * scale;
-            doi[e] = dout[o + e];
-            Dsum += dout[o + e] * out[o + e];
-          }
-          Dv[i] = Dsum;
+          Dv[i] = tile_row<HD>(q + o, dout + o, out + o, scale, qi, doi);
           Lv[i] = lse[(i64(b) * H + h) * S + t0 + i];
         } else {
           std::fill(qi, qi + HD, 0.0f);
