@@ -13,16 +13,14 @@
 // rows", pair_rows). Inputs are converted once per call for what every query tile reads (K and
 // V per (b, kv head)), once per tile for the tile's queries, once per key block for P and dS.
 //
-// Highway 1.0 has no target with avx512_bf16, so the kernels are written with its intrinsics
-// inside the AVX-512 targets' copies (the functions add avx512bf16 to the target's attributes)
-// and run only where the CPU reports the feature; every other target's copy answers false and
-// the fp32 path runs, unchanged.
+// Highway 1.0 has no target with avx512_bf16, so the kernels are written with the instruction's
+// intrinsics inside the AVX-512 targets' copies (the functions add avx512bf16 to the target's
+// attributes) and run only where the CPU reports the feature; every other target's copy answers
+// false and the fp32 path runs, unchanged.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
-#include "core/profile.hpp"
 #include "kernels/cpu/attention_rows.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "kernels/kernels.hpp"
