@@ -37,7 +37,8 @@
 HWY_BEFORE_NAMESPACE();
 namespace marin::kernels::cpu::HWY_NAMESPACE {
 
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Every x86 target with AVX-512 (AVX3 and the newer ones, numbered below it).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 #define MARIN_BF16_ATTR __attribute__((target(HWY_TARGET_STR ",avx512bf16")))
 namespace {
 
