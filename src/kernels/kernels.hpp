@@ -53,10 +53,10 @@ class DtypeScope {
 // Everything else: as asked. The --dtype help of every command that has it (train's option table
 // and the CLI's DtypeOption).
 inline constexpr const char* kDtypeHelp =
-    "GEMM inputs in: auto (bf16 where the CPU has avx512_bf16, else fp32), fp32, bf16 (oneDNN, "
-    "fp32 accumulation; fp32 with a message where it cannot run) or bf16-emulated (bf16 "
-    "rounding in the fp32 GEMMs, any CPU); weights, optimizer state, norms, softmax, loss and "
-    "router logits stay fp32";
+    "GEMM and attention-product inputs in: auto (bf16 where the CPU has avx512_bf16, else fp32), "
+    "fp32, bf16 (oneDNN GEMMs and attention's products, fp32 accumulation; fp32 with a message "
+    "where it cannot run) or bf16-emulated (bf16 rounding in the fp32 GEMMs, any CPU; attention "
+    "stays fp32); weights, optimizer state, norms, softmax, loss and router logits stay fp32";
 struct DtypeChoice {
   Dtype dtype = Dtype::fp32;
   std::string message;  // empty unless the request fell back
