@@ -53,10 +53,10 @@ class DtypeScope {
 // Everything else: as asked. The --dtype help of every command that has it (train's option table
 // and the CLI's DtypeOption).
 inline constexpr const char* kDtypeHelp =
-    "GEMM inputs in: auto (bf16 where the CPU has avx512_bf16, else fp32), fp32, bf16 (oneDNN, "
-    "fp32 accumulation; fp32 with a message where it cannot run) or bf16-emulated (bf16 "
-    "rounding in the fp32 GEMMs, any CPU); weights, optimizer state, norms, softmax, loss and "
-    "router logits stay fp32";
+    "GEMM and attention-product inputs in: auto (bf16 where the CPU has avx512_bf16, else fp32), "
+    "fp32, bf16 (oneDNN GEMMs and attention's products, fp32 accumulation; fp32 with a message "
+    "where it cannot run) or bf16-emulated (bf16 rounding in the fp32 GEMMs, any CPU; attention "
+    "stays fp32); weights, optimizer state, norms, softmax, loss and router logits stay fp32";
 struct DtypeChoice {
   Dtype dtype = Dtype::fp32;
   std::string message;  // empty unless the request fell back
@@ -225,6 +225,12 @@ void attention_fwd(const AttnShape& s, const T* q, const T* k, const T* v, const
 template <class T>
 void attention_bwd(const AttnShape& s, const T* q, const T* k, const T* v, const int32_t* seg,
                    const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+// The float kernels compute their products (QKᵀ, P·V and the backward's five) as bf16 dot
+// products with fp32 accumulation when compute_dtype() is Dtype::bf16 and this is true: the CPU
+// has avx512_bf16 and the kernels run on an AVX-512 target (not under MARIN_ISA=avx2), for head
+// dimensions 16, 32, 64 and 128 (cpu/attention_bf16.cpp). Softmax, log-sum-exp and every sum
+// stay fp32. fp32 and bf16-emulated compute dtypes leave attention in fp32.
+bool attention_bf16_supported();
 
 // ---- XSA and the head gate (cpu/xsa.cpp), recipe §2 attention steps 8–9 ----
 // Per token t and query head h, with v the value of the KV head h reads (h / group):

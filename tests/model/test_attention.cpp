@@ -219,3 +219,90 @@ TEST(Attention, FloatMatchesNaiveOnModelShape) {
     }
   });
 }
+
+// The bf16 products (kernels.hpp, attention_bf16_supported: avx512_bf16, compute dtype bf16)
+// against the fp32 kernels on the shapes above: local windows, global causal, GQA with unused
+// stored heads, packed and recurring segment ids, every head dimension the kernels cover.
+//
+// The tolerance: bf16 keeps 8 significant bits, so each rounded input (q·scale, k, v, dO, and the
+// p and dS of a block) is off by at most 2^-8 ≈ 0.4 % of itself, and a product of two by 2^-7.
+// A score's error is a few 2^-8 of the size of its terms (|q|·|k|/√hd ≈ 2 here), p = exp(s − m)
+// carries that error relative to itself, and the outputs and gradients, sums of many such terms
+// with errors of both signs, come out a few 2^-8 off in norm (measured on a Zen 5: out ≤ 0.42 %,
+// lse ≤ 0.16 %, dq, dk, dv ≤ 0.63 %). 4 · 2^-8 ≈ 1.6 % leaves room for other inputs without
+// admitting a wrong mask or a lost term (those are O(1)).
+TEST(Attention, Bf16ProductsMatchFp32WithinBf16Rounding) {
+  std::string why;
+  if (!mk::bf16_gemm_supported(&why)) GTEST_SKIP() << "the bf16 compute dtype needs " << why;
+  if (!mk::attention_bf16_supported()) GTEST_SKIP() << "bf16 attention needs avx512_bf16";
+  for (int hd : {16, 32, 64, 128}) {
+    std::vector<Case> cs = cases(hd, 150);
+    cs.push_back({"long_window_unpacked", {1, 150, 4, 1, 2, hd, 100}, false});
+    cs.push_back({"global_unpacked", {1, 150, 4, 1, 2, hd, 0}, false});
+    for (const Case& c : cs) {
+      const auto& s = c.s;
+      auto q = to_f(randn(qsize(s), 40, 1.5)), k = to_f(randn(kvsize(s), 41, 1.5)),
+           v = to_f(randn(kvsize(s), 42)), dO = to_f(randn(qsize(s), 43));
+      auto seg = make_seg(s.B, s.S, c.packed, 44, c.recur);
+      std::vector<float> out[2], lse[2], dq[2], dk[2], dv[2];
+      for (int bf : {0, 1}) {
+        mk::DtypeScope dt(bf ? mk::Dtype::bf16 : mk::Dtype::fp32);
+        out[bf].resize(qsize(s)), lse[bf].resize(size_t(s.B) * s.H * s.S);
+        dq[bf].assign(qsize(s), 5.f), dk[bf].assign(kvsize(s), 5.f), dv[bf].assign(kvsize(s), 5.f);
+        mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out[bf].data(),
+                          lse[bf].data());
+        mk::attention_bwd(s, q.data(), k.data(), v.data(), seg.data(), out[bf].data(),
+                          lse[bf].data(), dO.data(), dq[bf].data(), dk[bf].data(), dv[bf].data());
+      }
+      const std::string tag = c.name + " hd=" + std::to_string(hd);
+      const double eo = rel_err(to_d(out[1]), to_d(out[0])),
+                   el = rel_err(to_d(lse[1]), to_d(lse[0]));
+      const double eq = rel_err(to_d(dq[1]), to_d(dq[0])), ek = rel_err(to_d(dk[1]), to_d(dk[0]));
+      const double ev = rel_err(to_d(dv[1]), to_d(dv[0]));
+      EXPECT_GT(eo, 0) << tag << ": the bf16 products did not run";
+      constexpr double tol = 4.0 / 256;
+      EXPECT_LT(eo, tol) << tag;
+      EXPECT_LT(el, tol) << tag;
+      EXPECT_LT(eq, tol) << tag;
+      EXPECT_LT(ek, tol) << tag;
+      EXPECT_LT(ev, tol) << tag;
+      std::printf("%-22s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", tag.c_str(), eo, el, eq, ek,
+                  ev);
+      for (size_t r = 0; r < size_t(s.B) * s.S; ++r)
+        for (int e = s.kv_used * s.hd; e < s.kv_stored * s.hd; ++e) {
+          ASSERT_EQ(dk[1][r * s.kv_stored * s.hd + e], 0.0f) << tag;
+          ASSERT_EQ(dv[1][r * s.kv_stored * s.hd + e], 0.0f) << tag;
+        }
+    }
+  }
+}
+
+// Where the bf16 kernels do not run — a target without them (MARIN_ISA=avx2, the 128-bit
+// baseline), or a CPU without avx512_bf16 — the bf16 compute dtype leaves attention's fp32
+// kernels as they are: the same bits as fp32.
+TEST(Attention, Bf16DtypeOnATargetWithoutBf16KernelsIsFp32) {
+  std::string why;
+  if (!mk::bf16_gemm_supported(&why)) GTEST_SKIP() << "the bf16 compute dtype needs " << why;
+  for_each_isa([&] {
+    if (mk::attention_bf16_supported()) return;  // an AVX-512 target of a CPU with avx512_bf16
+    mk::AttnShape s{2, 150, 4, 2, 2, 32, 70};
+    auto q = to_f(randn(qsize(s), 50)), k = to_f(randn(kvsize(s), 51)),
+         v = to_f(randn(kvsize(s), 52)), dO = to_f(randn(qsize(s), 53));
+    auto seg = make_seg(s.B, s.S, true, 54);
+    std::vector<float> out[2], lse[2], dq[2], dk[2], dv[2];
+    for (int bf : {0, 1}) {
+      mk::DtypeScope dt(bf ? mk::Dtype::bf16 : mk::Dtype::fp32);
+      out[bf].resize(qsize(s)), lse[bf].resize(size_t(s.B) * s.H * s.S);
+      dq[bf].resize(qsize(s)), dk[bf].resize(kvsize(s)), dv[bf].resize(kvsize(s));
+      mk::attention_fwd(s, q.data(), k.data(), v.data(), seg.data(), out[bf].data(),
+                        lse[bf].data());
+      mk::attention_bwd(s, q.data(), k.data(), v.data(), seg.data(), out[bf].data(), lse[bf].data(),
+                        dO.data(), dq[bf].data(), dk[bf].data(), dv[bf].data());
+    }
+    EXPECT_EQ(out[0], out[1]);
+    EXPECT_EQ(lse[0], lse[1]);
+    EXPECT_EQ(dq[0], dq[1]);
+    EXPECT_EQ(dk[0], dk[1]);
+    EXPECT_EQ(dv[0], dv[1]);
+  });
+}

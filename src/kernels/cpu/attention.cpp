@@ -1,7 +1,7 @@
 // Causal / sliding-window attention with segment ids and GQA, flash-attention style: queries in
 // tiles, keys in blocks, online softmax; the S x S score matrix is never formed.
 //
-// Two implementations behind the same entry points:
+// Implementations behind the same entry points:
 //  * generic (any T, any hd): one query at a time, exact math; used for double (finite-difference
 //    checks) and for float shapes the fast path does not cover.
 //  * SIMD float for hd in {16, 32, 64, 128}, compiled once per Highway target (AVX2, AVX-512, a
@@ -9,6 +9,8 @@
 //    outer products, vectorised masking and exp. The forward computes a tile's scores transposed
 //    (a key per row, queries across the lanes: K packed by rows, the query tile transposed) so
 //    the online softmax is vertical vector arithmetic; the backward packs K and V transposed.
+//  * for float where the run computes in bf16 on a CPU with avx512_bf16, the same tiles with
+//    bf16 dot products (cpu/attention_bf16.cpp), tried first.
 // Forward parallelises over (b, query head); backward over (b, kv head), so every dk/dv row is
 // owned by one thread and the result does not depend on the thread count.
 #include <algorithm>
@@ -28,18 +30,13 @@
 #include <hwy/highway.h>
 
 #include "kernels/cpu/simd-inl.hpp"
+// After simd-inl.hpp: the tiles, masks and online softmax shared with attention_bf16.cpp.
+#include "kernels/cpu/attention-inl.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace marin::kernels::cpu::HWY_NAMESPACE {
 namespace {
 
-using D = hn::ScalableTag<float>;
-using DI = hn::RebindToSigned<D>;
-using V = hn::Vec<D>;
-
-constexpr int BQ = 32;  // query tile (multiple of 8)
-constexpr int BK = 32;  // key block (multiple of the lane count)
-static_assert(BK % kLanes == 0);
 // Accumulators of the register-blocked products below. On the 16-register targets 12 (with the
 // loaded vectors and broadcasts filling the rest) keep both FMA pipes busy where 8 left them
 // waiting on the FMA latency: AVX2 attention 20-25 % faster (bench_attention, MARIN_ISA=avx2).
@@ -128,106 +125,12 @@ HWY_INLINE void accum_rows(int rows, const float* P, i64 prs, i64 pks, int nk, c
   }
 }
 
-// The lanes where query t sees key j (int32 lanes; either side may be a broadcast): j <= t,
-// j > t - window when there is a window, and one segment. The vector twin of attention_rows.hpp's
-// `visible`, for both masks below.
-template <class VI>
-HWY_INLINE auto sees(VI t, VI j, VI seg_t, VI seg_j, int window) {
-  const DI di;
-  auto ok = hn::And(hn::Lt(j, hn::Add(t, hn::Set(di, 1))), hn::Eq(seg_t, seg_j));
-  if (window > 0) ok = hn::And(ok, hn::Gt(j, hn::Sub(t, hn::Set(di, window))));
-  return ok;
-}
-
-// p[0 .. kLanes) = -inf where `ok` is false.
-template <class M>
-HWY_INLINE void mask_lanes(float* p, M ok) {
-  const D d;
-  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  hn::StoreU(hn::IfThenElse(hn::RebindMask(d, ok), hn::LoadU(d, p), ninf), d, p);
-}
-
-// Sets masked entries of one score row (query t, keys kb..kb+BK) to -inf.
-HWY_INLINE void mask_row(float* row, int t, int kb, int window, const int32_t* segp, int32_t segt) {
-  const DI di;
-  const auto tv = hn::Set(di, t), sv = hn::Set(di, segt);
-  for (int c = 0; c < BK / kLanes; ++c) {
-    const auto j = hn::Iota(di, kb + kLanes * c);
-    mask_lanes(row + kLanes * c, sees(tv, j, sv, hn::LoadU(di, segp + kb + kLanes * c), window));
-  }
-}
-
 // Packs rows [0,S) of one kv head into Xt[HD][ldt] (transposed), zero-padded to ldt.
 template <int HD>
 void pack_t(const float* x, i64 ldx, int S, float* Xt, int ldt) {
   for (int j = 0; j < S; ++j)
     for (int d = 0; d < HD; ++d) Xt[i64(d) * ldt + j] = x[j * ldx + d];
   for (int d = 0; d < HD; ++d) std::fill(Xt + i64(d) * ldt + S, Xt + i64(d) * ldt + ldt, 0.0f);
-}
-
-inline int padded(int S) {
-  return (S + BK + 15) / 16 * 16;
-}
-
-inline void pack_seg(const int32_t* seg, int S, int32_t* segp) {
-  std::copy(seg, seg + S, segp);
-  std::fill(segp + S, segp + padded(S), 0);
-}
-
-// True when every key in [kb, kb+BK) is visible from every query in [t0, tl].
-inline bool block_full(int kb, int t0, int tl, int window, const int* run) {
-  return kb + BK - 1 <= t0 && (window == 0 || kb > tl - window) && run[tl] <= kb;
-}
-
-// Sets the entries of one key's row of transposed scores (key j, queries t0 .. t0+BQ) that the
-// queries cannot see to -inf.
-HWY_INLINE void mask_key_row(float* row, int j, int t0, int window, const int32_t* segp) {
-  const DI di;
-  const auto jv = hn::Set(di, j), sv = hn::Set(di, segp[j]);
-  for (int c = 0; c < BQ / kLanes; ++c) {
-    const auto t = hn::Iota(di, t0 + kLanes * c);
-    mask_lanes(row + kLanes * c, sees(t, jv, hn::LoadU(di, segp + t0 + kLanes * c), sv, window));
-  }
-}
-
-// One key block of the online softmax, on scores transposed (ScT[BK][BQ]: a key per row, the
-// tile's queries across the lanes), so every step is a vector over queries: each query's block
-// maximum is a Max down the rows, its running max m and rescale alpha = exp(m_old - m_new)
-// follow, the scores become p = exp(s - m_new) and their sum down the rows joins l. No
-// horizontal reduction and no scalar exp. A query that sees no key of the block keeps its m
-// (alpha = 1, its p all 0).
-HWY_INLINE void softmax_block_t(float* ScT, float* m, float* l, float* alpha) {
-  static_assert(BK % 2 == 0 && BQ % kLanes == 0);
-  const D d;
-  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity()), one = hn::Set(d, 1.0f);
-  const V zero = hn::Zero(d);
-  for (int c = 0; c < BQ; c += kLanes) {
-    V mx0 = hn::LoadU(d, ScT + c), mx1 = hn::LoadU(d, ScT + BQ + c);
-    for (int r = 2; r < BK; r += 2) {
-      mx0 = hn::Max(mx0, hn::LoadU(d, ScT + r * BQ + c));
-      mx1 = hn::Max(mx1, hn::LoadU(d, ScT + (r + 1) * BQ + c));
-    }
-    const V mx = hn::Max(mx0, mx1), mold = hn::LoadU(d, m + c);
-    const auto none = hn::Eq(mx, ninf);
-    const V mnew = hn::IfThenElse(none, mold, hn::Max(mold, mx));
-    const V a = hn::IfThenElse(none, one, ExpF(d, hn::Sub(mold, mnew)));
-    // -inf - -inf would be NaN where nothing has been seen yet; exp(-inf - 0) is 0.
-    const V msub = hn::IfThenElse(hn::Eq(mnew, ninf), zero, mnew);
-    V sum0 = zero, sum1 = zero;
-    for (int r = 0; r < BK; r += 2) {
-      float* p0 = ScT + r * BQ + c;
-      float* p1 = p0 + BQ;
-      const V e0 = ExpF(d, hn::Sub(hn::LoadU(d, p0), msub));
-      const V e1 = ExpF(d, hn::Sub(hn::LoadU(d, p1), msub));
-      hn::StoreU(e0, d, p0);
-      hn::StoreU(e1, d, p1);
-      sum0 = hn::Add(sum0, e0);
-      sum1 = hn::Add(sum1, e1);
-    }
-    hn::StoreU(hn::Add(hn::Mul(hn::LoadU(d, l + c), a), hn::Add(sum0, sum1)), d, l + c);
-    hn::StoreU(mnew, d, m + c);
-    hn::StoreU(a, d, alpha + c);
-  }
 }
 
 // Packs rows [0,S) of one kv head into Xp[Sp][HD] (rows contiguous), zero rows up to Sp.
@@ -314,7 +217,6 @@ void bwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < s.B; ++b) {
     for (int kvh = 0; kvh < s.kv_used; ++kvh) {
-      const D d;
       float* Kt = scratch<float>(0, size_t(HD) * Sp);
       float* Vt = scratch<float>(1, size_t(HD) * Sp);
       float* Qs = scratch<float>(2, size_t(BQ) * HD);
@@ -364,17 +266,7 @@ void bwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
             const bool full = block_full(kb, t0, tl, s.window, run);
             scores<HD, BQ, BK>(Qs, Kt + kb, Sp, P);
             scores<HD, BQ, BK>(dOs, Vt + kb, Sp, dS);
-            for (int i = 0; i < nq; ++i) {
-              float *pr = P + i * BK, *dr = dS + i * BK;
-              if (!full) mask_row(pr, t0 + i, kb, s.window, segp, segp[t0 + i]);
-              const V lb = hn::Set(d, Lv[i]), db = hn::Set(d, Dv[i]);
-              for (int c = 0; c < BK / kLanes; ++c) {
-                const V p = ExpF(d, hn::Sub(hn::LoadU(d, pr + kLanes * c), lb));
-                hn::StoreU(p, d, pr + kLanes * c);
-                hn::StoreU(hn::Mul(p, hn::Sub(hn::LoadU(d, dr + kLanes * c), db)), d,
-                           dr + kLanes * c);
-              }
-            }
+            probs_and_dscores(P, dS, nq, t0, kb, full, s.window, segp, Lv, Dv);
             // dV[kb+j] += sum_i P[i][j] dO[i];  dK[kb+j] += sum_i dS[i][j] Qs[i]
             accum_rows<HD>(nk, P, 1, BK, nq, dOs, HD, dvb0 + i64(kb) * ldkv, ldkv, nullptr);
             accum_rows<HD>(nk, dS, 1, BK, nq, Qs, HD, dkb0 + i64(kb) * ldkv, ldkv, nullptr);
@@ -550,15 +442,22 @@ bool try_fast_bwd(const AttnShape&, const T*, const T*, const T*, const int32_t*
   return false;
 }
 
+// Float: the bf16 products where the run computes in bf16 and the CPU has them (the GEMMs'
+// seam, compute_dtype()), else the fp32 tiles.
 template <>
 bool try_fast_fwd<float>(const AttnShape& s, const float* q, const float* k, const float* v,
                          const int32_t* seg, float* out, float* lse, const RowInfo& ri) {
+  if (compute_dtype() == Dtype::bf16 && cpu::attention_fwd_bf16(s, q, k, v, seg, out, lse, ri))
+    return true;
   return HWY_DYNAMIC_DISPATCH(cpu::AttnFwdF32)(s, q, k, v, seg, out, lse, ri);
 }
 template <>
 bool try_fast_bwd<float>(const AttnShape& s, const float* q, const float* k, const float* v,
                          const int32_t* seg, const float* out, const float* lse, const float* dout,
                          float* dq, float* dk, float* dv, const RowInfo& ri) {
+  if (compute_dtype() == Dtype::bf16 &&
+      cpu::attention_bwd_bf16(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri))
+    return true;
   return HWY_DYNAMIC_DISPATCH(cpu::AttnBwdF32)(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
 }
 

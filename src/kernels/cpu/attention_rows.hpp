@@ -1,6 +1,6 @@
 #pragma once
 // Per-row visibility of the attention mask, shared by the generic path and every SIMD target
-// of cpu/attention.cpp.
+// of cpu/attention.cpp and cpu/attention_bf16.cpp, and the bf16 kernels' entry points.
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
@@ -38,5 +38,13 @@ inline RowInfo row_info(const AttnShape& s, const int32_t* seg) {
 inline bool visible(const AttnShape& s, const int32_t* sg, int t, int j) {
   return j <= t && sg[j] == sg[t] && (s.window == 0 || t - s.window < j);
 }
+
+// Attention with bf16 products (cpu/attention_bf16.cpp): false, computing nothing, unless
+// attention_bf16_supported() and the head dimension is one the kernels cover (16, 32, 64, 128).
+bool attention_fwd_bf16(const AttnShape& s, const float* q, const float* k, const float* v,
+                        const int32_t* seg, float* out, float* lse, const RowInfo& ri);
+bool attention_bwd_bf16(const AttnShape& s, const float* q, const float* k, const float* v,
+                        const int32_t* seg, const float* out, const float* lse, const float* dout,
+                        float* dq, float* dk, float* dv, const RowInfo& ri);
 
 }  // namespace marin::kernels::cpu
