@@ -1,5 +1,7 @@
 #include "parallel/comm_thread.hpp"
 
+#include <exception>
+
 #include "core/timer.hpp"
 #include "kernels/threads.hpp"
 
@@ -8,13 +10,24 @@ namespace marin::parallel {
 CommThread::CommThread() : thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() {
+  bool running = false;
   {
     std::unique_lock lock(mu_);
-    done_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+    if (std::uncaught_exceptions() > 0) {
+      // An error is on its way to main(), which ends every rank (MPI_Abort). The other ranks may
+      // never join the collective a job is in, so neither it nor the queued ones are waited for.
+      jobs_.clear();
+      running = busy_;
+    } else {
+      done_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+    }
     stop_ = true;
   }
   ready_.notify_one();
-  thread_.join();
+  if (running)
+    thread_.detach();  // blocked in MPI until the abort ends the process
+  else
+    thread_.join();
 }
 
 void CommThread::submit(std::function<void()> job) {

@@ -20,7 +20,9 @@ namespace marin::parallel {
 class CommThread {
  public:
   CommThread();
-  ~CommThread();  // waits for the jobs, then ends the thread
+  // Waits for the jobs, then ends the thread; while an exception unwinds (an error on its way to
+  // MPI_Abort) it drops the queued jobs and leaves a running one behind instead.
+  ~CommThread();
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
