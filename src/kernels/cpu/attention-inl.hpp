@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/kernels.hpp"
 
@@ -24,6 +25,25 @@ namespace {
 using D = hn::ScalableTag<float>;
 using DI = hn::RebindToSigned<D>;
 using V = hn::Vec<D>;
+
+// The head dimensions the tiled kernels (fp32 and bf16) are instantiated for: calls
+// run(std::integral_constant<int, HD>{}) for hd among them and returns true; false for any other
+// (the caller's row-by-row path).
+template <class Run>
+bool with_head_dim(int hd, Run&& run) {
+  switch (hd) {
+    case 16:
+      return run(std::integral_constant<int, 16>{}), true;
+    case 32:
+      return run(std::integral_constant<int, 32>{}), true;
+    case 64:
+      return run(std::integral_constant<int, 64>{}), true;
+    case 128:
+      return run(std::integral_constant<int, 128>{}), true;
+    default:
+      return false;
+  }
+}
 
 constexpr int BQ = 32;  // query tile (multiple of 8)
 constexpr int BK = 32;  // key block (multiple of the lane count)

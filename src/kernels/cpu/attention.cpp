@@ -288,43 +288,16 @@ void bwd_fast(const AttnShape& s, const float* q, const float* k, const float* v
 // The dispatched entry points: false when this head dimension has no fast path.
 bool AttnFwdF32(const AttnShape& s, const float* q, const float* k, const float* v,
                 const int32_t* seg, float* out, float* lse, const RowInfo& ri) {
-  switch (s.hd) {
-    case 16:
-      fwd_fast<16>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    case 32:
-      fwd_fast<32>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    case 64:
-      fwd_fast<64>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    case 128:
-      fwd_fast<128>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    default:
-      return false;
-  }
+  return with_head_dim(
+      s.hd, [&](auto hd) { fwd_fast<decltype(hd)::value>(s, q, k, v, seg, out, lse, ri); });
 }
 
 bool AttnBwdF32(const AttnShape& s, const float* q, const float* k, const float* v,
                 const int32_t* seg, const float* out, const float* lse, const float* dout,
                 float* dq, float* dk, float* dv, const RowInfo& ri) {
-  switch (s.hd) {
-    case 16:
-      bwd_fast<16>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    case 32:
-      bwd_fast<32>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    case 64:
-      bwd_fast<64>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    case 128:
-      bwd_fast<128>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    default:
-      return false;
-  }
+  return with_head_dim(s.hd, [&](auto hd) {
+    bwd_fast<decltype(hd)::value>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
+  });
 }
 
 }  // namespace marin::kernels::cpu::HWY_NAMESPACE

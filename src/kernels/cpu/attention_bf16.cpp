@@ -359,43 +359,16 @@ bool AttnBf16Compiled() {
 // The dispatched entry points: false when this head dimension has no bf16 kernel.
 bool AttnFwdBf16(const AttnShape& s, const float* q, const float* k, const float* v,
                  const int32_t* seg, float* out, float* lse, const RowInfo& ri) {
-  switch (s.hd) {
-    case 16:
-      fwd_bf16<16>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    case 32:
-      fwd_bf16<32>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    case 64:
-      fwd_bf16<64>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    case 128:
-      fwd_bf16<128>(s, q, k, v, seg, out, lse, ri);
-      return true;
-    default:
-      return false;
-  }
+  return with_head_dim(
+      s.hd, [&](auto hd) { fwd_bf16<decltype(hd)::value>(s, q, k, v, seg, out, lse, ri); });
 }
 
 bool AttnBwdBf16(const AttnShape& s, const float* q, const float* k, const float* v,
                  const int32_t* seg, const float* out, const float* lse, const float* dout,
                  float* dq, float* dk, float* dv, const RowInfo& ri) {
-  switch (s.hd) {
-    case 16:
-      bwd_bf16<16>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    case 32:
-      bwd_bf16<32>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    case 64:
-      bwd_bf16<64>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    case 128:
-      bwd_bf16<128>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
-      return true;
-    default:
-      return false;
-  }
+  return with_head_dim(s.hd, [&](auto hd) {
+    bwd_bf16<decltype(hd)::value>(s, q, k, v, seg, out, lse, dout, dq, dk, dv, ri);
+  });
 }
 #undef MARIN_BF16_ATTR
 
