@@ -13,14 +13,18 @@
 namespace marin {
 namespace fs = std::filesystem;
 
+void write_model_tensors(const std::string& dir, const ParamTable& table, const float* params) {
+  std::vector<TensorView> views;
+  for (auto& p : table.params()) views.push_back({p.name, p.shape, params + p.offset});
+  write_safetensors(dir + "/model.safetensors", views, {{"format", "marin.cpp"}});
+}
+
 void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& table,
                 const float* params) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("{}: cannot create checkpoint directory: {}", dir, ec.message());
-  std::vector<TensorView> views;
-  for (auto& p : table.params()) views.push_back({p.name, p.shape, params + p.offset});
-  write_safetensors(dir + "/model.safetensors", views, {{"format", "marin.cpp"}});
+  write_model_tensors(dir, table, params);
   write_file_atomic(dir + "/config.json", c.to_json().dump(2) + "\n");
 }
 

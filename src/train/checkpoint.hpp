@@ -9,6 +9,9 @@
 
 namespace marin {
 
+// Writes DIR/model.safetensors alone (DIR exists): a training checkpoint's config.json is
+// written with its state (run_checkpoint.hpp's publish_checkpoint).
+void write_model_tensors(const std::string& dir, const ParamTable& table, const float* params);
 // Writes DIR/config.json and DIR/model.safetensors (creating DIR).
 void save_model(const std::string& dir, const ModelConfig& c, const ParamTable& table,
                 const float* params);

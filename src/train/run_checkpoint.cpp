@@ -112,7 +112,7 @@ std::string save_run_checkpoint(const std::string& run_dir, const RunState& stat
                                 const Buffer<float>& v) {
   require_finite_state(fmt::format("checkpoint of step {}", state.step), table, params, m, v);
   const std::string tmp = start_checkpoint_dir(run_dir, state.step);
-  save_model(tmp, config, table, params);
+  write_model_tensors(tmp, table, params);  // config.json: publish_checkpoint
   const int64_t n = table.total();
   MARIN_CHECK(int64_t(m.size()) == n && int64_t(v.size()) == n,
               "checkpoint: optimizer state has {}/{} elements, the model {}", m.size(), v.size(),
