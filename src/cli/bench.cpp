@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.hpp"
+#include "core/limits.hpp"
 #include "core/profile.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
@@ -29,6 +30,7 @@
 #include "optim/newton_schulz.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/comm.hpp"
+#include "train/rank_memory.hpp"
 #include "train/trainer.hpp"
 
 namespace marin::cli {
@@ -53,7 +55,8 @@ struct BenchOptions {
   int64_t gen_batch = 1;                      // --decode: sequences decoded together
   bool json = false, train = false, decode = false, profile = false;
   std::string vocab, ns_dtype = "fp32";
-  bool no_overlap = false;  // --train: as marin train --no-overlap
+  bool no_overlap = false;    // --train: as marin train --no-overlap
+  bool shard_params = false;  // --train: as marin train --shard-params
   std::vector<std::string> files;
 };
 
@@ -109,6 +112,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
   t.dtype = kernels::dtype_name(kernels::compute_dtype());  // resolved once by bench_model
   t.optim.ns_dtype = o.ns_dtype;
   t.overlap = !o.no_overlap;
+  t.shard_params = o.shard_params;
   t.steps = 1000;
   t.seed = 1;
   t.data = {{"kind", "rows"}, {"path", rows}};
@@ -149,6 +153,9 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
     }
     t = trainer.options();
   }
+  const int64_t peak_rss = world.allreduce(peak_rss_bytes(), parallel::Op::Max);
+  const RankMemory planned =
+      rank_memory(t, world.size(), kernels::compute_dtype() == kernels::Dtype::bf16);
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
   const double t_med = median(step);
@@ -170,7 +177,10 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
                         {"newton_schulz_seconds_median", median(ns)},
                         {"newton_schulz_fraction_of_step", median(ns) / t_med},
                         {"ns_dtype", t.optim.ns_dtype},
-                        {"overlap", t.overlap}};
+                        {"overlap", t.overlap},
+                        {"shard_params", t.shard_params},
+                        {"peak_rss_bytes", peak_rss},  // the largest rank's
+                        {"planned_bytes_per_rank", planned.json()}};
   if (o.profile) {
     out["profile"] = ops;
     double sum = 0;
@@ -329,6 +339,11 @@ void print_step_report(const BenchOptions& o, const ModelConfig& c, const nlohma
         double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
         100 * j["newton_schulz_fraction_of_step"].get<double>(),
         o.ns_dtype == "compute" ? kernels::dtype_name(kernels::compute_dtype()) : "fp32");
+    fmt::print(
+        "peak resident memory {:.2f} GiB on the largest rank{} (marin plan's parts: {:.2f} GiB)\n",
+        double(j["peak_rss_bytes"].get<int64_t>()) / (1 << 30),
+        j["shard_params"].get<bool>() ? ", parameters sharded" : "",
+        double(j["planned_bytes_per_rank"]["total"].get<int64_t>()) / (1 << 30));
     if (j["ep"].get<int>() > 1)
       fmt::print(
           "expert parallelism {}: all-to-all median {:.1f} ms per step, {:.1f} MB sent per rank\n",
@@ -457,6 +472,9 @@ MARIN_COMMAND(
           ->check(CLI::IsMember({"fp32", "compute"}));
       app.add_flag("--no-overlap", o->no_overlap,
                    "--train under mpirun: sum the gradients after the backward, not during it "
+                   "(as marin train)");
+      app.add_flag("--shard-params", o->shard_params,
+                   "--train under mpirun: shard the dense parameters and gradients over the ranks "
                    "(as marin train)");
       app.add_option("--iters", o->iters, "timed iterations")->default_val(5);
       app.add_option("--warmup", o->warmup, "untimed iterations first")->default_val(2);

@@ -14,6 +14,8 @@
 #include "optim/hparams.hpp"
 #include "plan/cluster_plan.hpp"
 #include "plan/model_size.hpp"
+#include "train/rank_memory.hpp"
+#include "train/step_engine.hpp"
 
 namespace marin::cli {
 namespace {
@@ -27,6 +29,10 @@ struct PlanOptions {
   ClusterOptions layout;
   std::string target_params;  // --target-params: size the model by the shape rule
   std::string active;         // --active K/E
+  // --ranks: the memory of each rank of `marin train` under mpirun (with --ep, --micro-batch,
+  // --shard-params as there).
+  int ranks = 0, micro_batch = 0;
+  bool shard_params = false;
 };
 
 // Counts in thousands (K, M, B, T); byte sizes in powers of 1024 (KiB … PiB).
@@ -61,6 +67,39 @@ std::string duration(double s) {
   if (s < 3600) return fmt::format("{:.1f} min", s / 60);
   if (s < 86400) return fmt::format("{:.2f} h", s / 3600);
   return fmt::format("{:.1f} days", s / 86400);
+}
+
+// `marin train` over o.ranks MPI ranks: what each rank holds (train/rank_memory.hpp), in the JSON
+// and as one line.
+nlohmann::json rank_memory_report(const PlanOptions& o, const ModelConfig& c, int64_t batch,
+                                  bool print) {
+  TrainOptions t;
+  t.model = c;
+  t.batch = int(batch);
+  t.micro_batch = o.micro_batch;
+  t.ep = int(std::max<int64_t>(1, o.layout.ep));
+  t.shard_params = o.shard_params;
+  StepEngine::check_shape(t, o.ranks);  // the errors marin train would give
+  if (o.ranks % t.ep != 0 || c.num_experts % t.ep != 0)
+    fail("--ep {} must divide --ranks ({}) and num_experts ({})", t.ep, o.ranks, c.num_experts);
+  const RankMemory fp32 = rank_memory(t, o.ranks, false), bf16 = rank_memory(t, o.ranks, true);
+  if (print)
+    fmt::print(
+        "memory/rank    {} rank{} × EP {}, micro-batch {}{}: weights {}  grads {}  partials {}  "
+        "exact sum {}  optimizer {}  rollback {}  activations {}  total {} (bf16: + copy {} = "
+        "{})\n",
+        o.ranks, o.ranks == 1 ? "" : "s", t.ep, t.micro_batch,
+        t.shard_params ? ", parameters sharded" : "", bytes(double(fp32.weights)),
+        bytes(double(fp32.gradients)), bytes(double(fp32.partials)),
+        bytes(double(fp32.accumulator)), bytes(double(fp32.optimizer)),
+        bytes(double(fp32.rollback)), bytes(double(fp32.activations)), bytes(double(fp32.total())),
+        bytes(double(bf16.weight_copy)), bytes(double(bf16.total())));
+  return {{"ranks", o.ranks},
+          {"ep", t.ep},
+          {"micro_batch", t.micro_batch},
+          {"shard_params", t.shard_params},
+          {"fp32", fp32.json()},
+          {"bf16", bf16.json()}};
 }
 
 void print_cluster(const ClusterPlan& p, const ModelConfig& c) {
@@ -244,6 +283,7 @@ int run_plan(const PlanOptions& o) {
     cluster->set_steps(steps);
     j["cluster"] = cluster->to_json();
   }
+  if (o.ranks > 0) j["memory_per_rank"] = rank_memory_report(o, c, batch, false);
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return 0;
@@ -275,6 +315,7 @@ int run_plan(const PlanOptions& o) {
       bytes(double(total)));
   fmt::print("memory (bf16)  + weight copy {} = {}\n", bytes(double(bf16_copy)),
              bytes(double(total + bf16_copy)));
+  if (o.ranks > 0) rank_memory_report(o, c, batch, true);
   if (cluster) print_cluster(*cluster, c);
   return 0;
 }
@@ -302,6 +343,15 @@ MARIN_COMMAND(plan, "plan",
                 app.add_option("--active", o->active,
                                "routed experts active of all, K/E (e.g. 8/64; with "
                                "--target-params the default is the shape rule's 8/384)");
+                app.add_option("--ranks", o->ranks,
+                               "MPI ranks of a marin train run: the memory of each rank (with "
+                               "--ep, --micro-batch and --shard-params as marin train takes them)")
+                    ->check(in_range<int>(1, 1 << 20));
+                app.add_option("--micro-batch", o->micro_batch,
+                               "with --ranks: rows per forward (default as marin train)")
+                    ->check(in_range<int>(0, kMaxBatch));
+                app.add_flag("--shard-params", o->shard_params,
+                             "with --ranks: the dense parameters and gradients sharded (ZeRO-3)");
                 ClusterOptions& l = o->layout;
                 app.add_option("--cluster", o->cluster,
                                "hardware file (configs/cluster/*.toml): plan the mesh, memory, "
@@ -314,7 +364,7 @@ MARIN_COMMAND(plan, "plan",
                                    "num_experts, 64 of an NVL72's 72)"),
                     app.add_option("--ep", l.ep,
                                    "expert-parallel width (default: the GPUs of one NVLink "
-                                   "domain in use)"),
+                                   "domain in use; with --ranks: as marin train's --ep)"),
                     app.add_option("--waves", l.waves, "pooled-wave transport: waves W (3)"),
                     app.add_option("--capacity-factor", l.capacity_factor,
                                    "capacity factor (default: the model config's)"),
@@ -324,9 +374,12 @@ MARIN_COMMAND(plan, "plan",
                                    "achieved fraction of link bandwidth (0.8)")};
                 return [o, layout_only] {
                   for (CLI::Option* opt : layout_only)
-                    if (opt->count() > 0 && o->cluster.empty())
+                    if (opt->count() > 0 && o->cluster.empty() &&
+                        !(opt->get_name() == "--ep" && o->ranks > 0))
                       fail("{} needs --cluster FILE (a hardware file, configs/cluster/*.toml)",
                            opt->get_name());
+                  if ((o->micro_batch > 0 || o->shard_params) && o->ranks == 0)
+                    fail("--micro-batch and --shard-params need --ranks N (a marin train run)");
                   return run_plan(*o);
                 };
               });

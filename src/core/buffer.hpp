@@ -7,6 +7,7 @@
 // kernels whose THP mode is "madvise"): the first touch of a training step's ~2 GB then takes one
 // fault per 2 MiB instead of one per 4 KiB (seconds of system time at start-up), and the
 // products see fewer TLB misses. Untouched parts still cost nothing.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -57,6 +58,23 @@ class Buffer {
   T* data() { return p_; }
   const T* data() const { return p_; }
   size_t size() const { return n_; }
+  // Gives the whole pages inside elements [begin, end) back to the kernel: their memory stops
+  // counting and they read as zeros until written again. The partial pages at either end, and a
+  // small buffer (from the heap), keep their contents. Fully sharded parameters (--shard-params)
+  // let go this way of the runs of the table that other ranks hold.
+  void release_pages(size_t begin, size_t end) {
+    if (bytes_of(n_) < kMappedBytes || begin >= end) return;
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(p_ + begin) + kPage - 1) / kPage * kPage;
+    const uintptr_t e = reinterpret_cast<uintptr_t>(p_ + end) / kPage * kPage;
+    if (b < e) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+
+  // release_pages of [begin, end) but for the elements [keep_begin, keep_end) (their pages stay).
+  void release_pages_except(size_t begin, size_t end, size_t keep_begin, size_t keep_end) {
+    release_pages(begin, std::min(end, std::max(begin, keep_begin)));
+    release_pages(std::max(begin, std::min(end, keep_end)), end);
+  }
+
   T& operator[](size_t i) { return p_[i]; }
   const T& operator[](size_t i) const { return p_[i]; }
   std::span<T> span() { return {p_, n_}; }

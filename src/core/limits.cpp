@@ -1,9 +1,16 @@
 // The machine's memory as the ceiling of allocations sized from a configuration (limits.hpp).
 #include "core/limits.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace marin {
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) * 1024;  // Linux counts it in KiB
+}
 
 int64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);

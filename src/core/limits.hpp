@@ -60,6 +60,9 @@ int64_t checked(std::string_view what, std::string_view inputs, F&& f) {
 // Physical memory of this machine in bytes (sysconf: pages × page size).
 int64_t physical_memory_bytes();
 
+// The most memory this process has held resident so far (getrusage's ru_maxrss), in bytes.
+int64_t peak_rss_bytes();
+
 // Refuses, before it is attempted, an allocation of `bytes` for `what` that exceeds the
 // machine's physical memory: marin::Error with the bytes it would need and the bytes there are.
 void require_memory(int64_t bytes, std::string_view what);

@@ -136,6 +136,10 @@ class WeightCopy {
   WeightCopy(const WeightCopy&) = delete;
   WeightCopy& operator=(const WeightCopy&) = delete;
   void refresh();
+  // refresh() of the values [begin, end) only: fully sharded parameters (--shard-params) convert
+  // each run of the table when it is gathered, and no product reads the rest of the copy before
+  // its own run is refreshed.
+  void refresh(i64 begin, i64 end);
   // The memory it holds now: the copy and the blocked layouts made so far.
   i64 bytes() const;
   // Bounds of bytes() for the memory a model admits before it allocates (Model::admitted_params,
@@ -154,6 +158,9 @@ class WeightCopy {
  private:
   friend struct cpu::WeightCopies;  // the GEMMs' look-up (cpu/weight_copy.hpp)
   struct Layouts;                   // the copy in the GEMM library's own layouts, made on first use
+  // Frees the copies of dtypes other than d and sizes the one of d.
+  void switch_to(Dtype d);
+  void convert(i64 begin, i64 end);
   const float* data_;
   i64 n_;
   Dtype dtype_ = Dtype::fp32;  // of the last refresh(); fp32: no copy

@@ -95,6 +95,8 @@ Model<T>::Model(const ModelConfig& c, int max_batch, parallel::Comm* experts, Mo
   }
   for (int64_t i = 0; i < c.num_layers; ++i)
     blocks_.push_back(std::make_unique<Block<T>>(bind_, c, i, max_batch, S_, where));
+  const std::vector<int64_t> bounds = table_.unit_bounds();
+  for (size_t u = 0; u + 1 < bounds.size(); ++u) units_.push_back({bounds[u], bounds[u + 1]});
   embed_.resize(rows * d);
   hs_.resize((c.num_layers + 1) * rows * d);
   hf_.resize(rows * d);
@@ -162,20 +164,33 @@ LossStats Model<T>::forward(const Batch& b) {
   const int64_t norm = b.norm_tokens > 0 ? b.norm_tokens : count;
   inv_count_ = norm > 0 ? 1.0 / double(norm) : 0.0;
 
-  if (!b.same_weights) refresh_weight_copy();
+  // The bf16 copy of the weights: all of it now, or with a gate each unit as it is gathered (and
+  // now the expert slices of an expert-parallel shard, which are not gated).
+  const bool convert = !b.same_weights;
+  if (convert && !gate_) refresh_weight_copy();
+  if (convert && gate_ && weight_copy_)
+    weight_copy_->refresh(table_.expert_begin(), table_.total());
   // Embedding lookup, then RMSNorm + GatedNorm (no scaling).
   {
     const profile::Scope ps("embedding.forward");
+    acquire(0, Pass::Forward, convert);
     kernels::embedding_fwd(param("embed.weight"), tokens_.data(), embed_.data(), rows, d);
     embed_norm_.forward(embed_.data(), hs_.data(), rows);
+    release(0);
   }
-  for (size_t l = 0; l < blocks_.size(); ++l)
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    acquire(int(l) + 1, Pass::Forward, convert);
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
                         Dispatch{b.evaluation ? Transport::Dropless : dispatch_.transport,
                                  dispatch_.waves, dispatch_.group, experts_});
+    release(int(l) + 1);
+  }
   const profile::Scope ps("lm_head+loss.forward");
+  const int tail = int(units_.size()) - 1;
+  acquire(tail, Pass::Forward, convert);
   final_norm_.forward(hs_.data() + blocks_.size() * rows * d, hf_.data(), rows);
   linear_fwd(hf_.data(), param("lm_head"), logits_.data(), rows, d, V);
+  if (b.evaluation) release(tail);  // else kept: the backward starts with it
   kernels::xent_fwd(logits_.data(), safe_labels_.data(), lse_.data(), ce_.data(), rows, V);
 
   double ce = 0, z = 0;
@@ -195,7 +210,13 @@ void Model<T>::backward() {
               "backward() of a model built for inference (ModelUse::Inference has no gradients)");
   const i64 rows = i64(B_) * S_, d = cfg_.hidden_dim, V = cfg_.vocab_size;
   std::optional<profile::Scope> ps(std::in_place, "lm_head+loss.backward");
-  kernels::zero(grads_.data(), i64(grads_.size()));
+  if (gate_) gate_->prefetch(int(units_.size()) - 2);  // the last block, during the head's
+  // Each unit's gradient is zeroed just before its backward (written, not accumulated, over the
+  // step); the expert region of grads_ stays zero (source_grads_ holds the expert gradients).
+  const auto zero_grads = [&](parallel::Range r) {
+    kernels::zero(grads_.data() + r.begin, r.size());
+  };
+  zero_grads({table_.expert_begin(), table_.total()});
   kernels::zero(source_grads_.data(), i64(source_grads_.size()));
   ArenaScope<T> scope(arena_);
   // dlogits in place of the logits (they are not needed afterwards).
@@ -206,28 +227,39 @@ void Model<T>::backward() {
     if (labels_[i] < 0) std::fill(dlogits + i * V, dlogits + (i + 1) * V, T(0));
   T* dh = arena_.take(rows * d);
   T* dh2 = arena_.take(rows * d);
+  const int tail = int(units_.size()) - 1;  // acquired by the forward
+  zero_grads(units_[size_t(tail)]);
   linear_bwd(dlogits, hf_.data(), param("lm_head"), dh2, grad("lm_head"), rows, d, V);
   final_norm_.backward(dh2, dh, rows, arena_);
+  release(tail);
   ps.reset();
-  // The table's order: embedding, blocks 0 … L−1, final norm and LM head (params.cpp).
-  const auto block_begin = [&](size_t l) {
-    return table_
-        .at(l < blocks_.size() ? fmt::format("layers.{}.attn_norm.weight", l)
-                               : std::string("final.norm.weight"))
-        .offset;
-  };
-  if (gradients_ready_) gradients_ready(block_begin(blocks_.size()), table_.total());
+  gradients_ready(units_[size_t(tail)]);
   for (size_t l = blocks_.size(); l-- > 0;) {
+    const int u = int(l) + 1;
+    acquire(u, Pass::Backward, false);
+    zero_grads(units_[size_t(u)]);
     blocks_[l]->backward(dh, dh2, B_, arena_);
+    release(u);
     std::swap(dh, dh2);
-    if (gradients_ready_) gradients_ready(block_begin(l), block_begin(l + 1));
+    gradients_ready(units_[size_t(u)]);
   }
   const profile::Scope pe("embedding.backward");
+  acquire(0, Pass::Backward, false);
+  zero_grads(units_[0]);
   embed_norm_.backward(dh, dh2, rows, arena_);
   kernels::embedding_bwd(dh2, tokens_.data(), grad("embed.weight"), rows, d);
-  if (gradients_ready_) gradients_ready(0, block_begin(0));
+  release(0);
+  gradients_ready(units_[0]);
   // The router bias (QB state, group State) is left at the zero of grads_.zero(): no module
   // writes its gradient, which tests/model/test_qb.cpp checks.
+}
+
+template <class T>
+void Model<T>::acquire(int u, Pass pass, bool convert) {
+  if (!gate_) return;
+  gate_->acquire(u, pass);
+  if (convert && weight_copy_)
+    weight_copy_->refresh(units_[size_t(u)].begin, units_[size_t(u)].end);
 }
 
 template <class T>
@@ -247,6 +279,7 @@ const T* Model<T>::decode(int32_t token, DecodeCache<T>& cache) {
 template <class T>
 void Model<T>::decode(const int32_t* tokens, DecodeCache<T>* const* caches, int64_t n) {
   const i64 d = cfg_.hidden_dim, V = cfg_.vocab_size;
+  MARIN_CHECK(!gate_, "decode: the parameters are sharded (a training model with a ParamGate)");
   MARIN_CHECK(n >= 1 && n <= i64(max_batch_) * S_,
               "decode: {} sequences at once, the model holds at most {} rows", n,
               i64(max_batch_) * S_);

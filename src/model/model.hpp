@@ -43,6 +43,21 @@ struct LossStats {
   int64_t tokens = 0;
 };
 
+// Fully sharded parameters (--shard-params, train/sharded_params.hpp): the model asks for each
+// run of its table (Model::param_units) before it reads it and lets go of it after, so a rank
+// holds only its own shard of the parameters plus the runs in use.
+enum class Pass { Forward, Backward };
+class ParamGate {
+ public:
+  virtual ~ParamGate() = default;
+  // Makes the values of unit `u` present; `pass` says which unit comes next (u + 1 forward,
+  // u − 1 backward), which a gate may start fetching early.
+  virtual void acquire(int u, Pass pass) = 0;
+  virtual void release(int u) = 0;
+  // The backward's first unit will be u: a gate may start fetching it now.
+  virtual void prefetch(int u) { (void)u; }
+};
+
 // Training allocates the gradients (as many values as the parameters); inference (evaluation,
 // scoring, sampling) has none, which halves the memory of the weights, and refuses backward().
 enum class ModelUse { Training, Inference };
@@ -97,6 +112,14 @@ class Model {
   // [0, table().total()). Without expert parallelism only (its experts sit apart in the table);
   // an empty function stops the calls.
   void set_gradient_listener(std::function<void(parallel::Range)> f);
+  // The runs of the table the model reads one after the other: the embedding (and its norms),
+  // each block, then the final norm and LM head (up to expert_begin(): the routed experts of an
+  // expert-parallel shard are not among them). The gradient listener's runs are these.
+  const std::vector<parallel::Range>& param_units() const { return units_; }
+  // Every forward and backward acquires each unit from `gate` before it reads it, and releases
+  // it after (null: the parameters are all present). A training forward keeps the last unit for
+  // the backward, which starts there. Not offered to decode().
+  void set_param_gate(ParamGate* gate) { gate_ = gate; }
 
   // Incremental decoding through the same modules as forward(): runs `token` at position
   // cache.pos of one document, reading and extending the earlier positions' state in `cache`
@@ -135,8 +158,15 @@ class Model {
  private:
   DispatchSettings dispatch_;                             // set_dispatch
   std::function<void(parallel::Range)> gradients_ready_;  // set_gradient_listener
-  void gradients_ready(int64_t begin, int64_t end) {
-    if (gradients_ready_) gradients_ready_({begin, end});
+  void gradients_ready(parallel::Range r) {
+    if (gradients_ready_) gradients_ready_(r);
+  }
+  std::vector<parallel::Range> units_;  // param_units()
+  ParamGate* gate_ = nullptr;           // set_param_gate
+  // Unit u's values, present (and in the bf16 copy, when `convert`).
+  void acquire(int u, Pass pass, bool convert);
+  void release(int u) {
+    if (gate_) gate_->release(u);
   }
   static size_t admitted_params(const ParamTable& table, const ModelConfig& c, int max_batch,
                                 ModelUse use);

@@ -11,6 +11,17 @@
 
 namespace marin {
 
+std::vector<int64_t> ParamTable::unit_bounds() const {
+  // The table's order (the constructor): embedding, blocks 0 … L−1, final norm and LM
+  // head, then the expert slices of an expert-parallel shard.
+  std::vector<int64_t> b = {0};
+  for (int64_t l = 0; l < cfg_.num_layers; ++l)
+    b.push_back(at("layers." + std::to_string(l) + ".attn_norm.weight").offset);
+  b.push_back(at("final.norm.weight").offset);
+  b.push_back(expert_begin_);
+  return b;
+}
+
 const char* group_name(OptGroup g) {
   switch (g) {
     case OptGroup::MuonH:

@@ -51,6 +51,10 @@ class ParamTable {
   const ExpertShard& expert_shard() const { return shard_; }
   // Where the region of expert slices begins (total() without expert parallelism: one region).
   int64_t expert_begin() const { return expert_begin_; }
+  // The bounds of the runs the model reads one after the other (Model::param_units): 0, then the
+  // start of each block, of the final norm (and LM head), and expert_begin() — the embedding,
+  // each block and the head, L + 2 runs.
+  std::vector<int64_t> unit_bounds() const;
   // Throws marin::Error if the name is unknown.
   const ParamInfo& at(const std::string& name) const;
   const ParamInfo* find(const std::string& name) const;

@@ -181,7 +181,7 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
   }
   const Timer timer;
   for (const Region& r : regions_) {
-    if (!r.where.group) continue;
+    if (!r.where.group || !r.where.gather) continue;
     r.where.group->allgatherv(params + r.own().begin, r.own().size(), params, r.counts.data(),
                               r.displs.data());
   }

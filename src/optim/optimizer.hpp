@@ -46,6 +46,9 @@ struct OptimConfig {
 struct ParamRegion {
   parallel::Range range;
   parallel::Comm* group = nullptr;
+  // false: the updated values stay with the rank that updated them, not all-gathered
+  // (--shard-params: the model gathers each unit when it reads it, train/sharded_params.hpp).
+  bool gather = true;
 };
 
 struct LearningRates {

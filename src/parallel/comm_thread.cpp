@@ -30,18 +30,30 @@ CommThread::~CommThread() {
     thread_.join();
 }
 
-void CommThread::submit(std::function<void()> job) {
+uint64_t CommThread::submit(std::function<void()> job) {
+  uint64_t ticket = 0;
   {
     const std::lock_guard lock(mu_);
     jobs_.push_back(std::move(job));
+    ticket = ++submitted_;
   }
   ready_.notify_one();
+  return ticket;
 }
 
 double CommThread::wait() {
+  uint64_t last = 0;
+  {
+    const std::lock_guard lock(mu_);
+    last = submitted_;
+  }
+  return wait(last);
+}
+
+double CommThread::wait(uint64_t ticket) {
   const Timer t;
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  done_.wait(lock, [&] { return finished_ >= ticket; });
   if (error_) {
     const std::exception_ptr e = error_;
     error_ = nullptr;
@@ -71,7 +83,8 @@ void CommThread::loop() {
     lock.lock();
     if (failed && !error_) error_ = failed;
     busy_ = false;
-    if (jobs_.empty()) done_.notify_all();
+    ++finished_;
+    done_.notify_all();
   }
 }
 

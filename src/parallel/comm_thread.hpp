@@ -9,6 +9,7 @@
 // Only one thread may be inside MPI at a time (MPI_THREAD_SERIALIZED): while jobs run, the
 // submitting thread makes no MPI call of its own, and it calls wait() before its next one.
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -26,10 +27,13 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
-  void submit(std::function<void()> job);
+  // Queues `job`; returns its ticket (1 for the first job, then 2, 3, …) for wait(ticket).
+  uint64_t submit(std::function<void()> job);
   // Blocks until every submitted job has run; returns the seconds it blocked (the communication
   // the compute did not hide), and rethrows the first exception a job threw.
   double wait();
+  // Blocks until the job of `ticket` (and so every job before it) has run; as wait() otherwise.
+  double wait(uint64_t ticket);
 
  private:
   void loop();
@@ -37,6 +41,7 @@ class CommThread {
   std::condition_variable ready_, done_;
   std::deque<std::function<void()>> jobs_;
   bool busy_ = false, stop_ = false;
+  uint64_t submitted_ = 0, finished_ = 0;  // jobs so far (tickets)
   std::exception_ptr error_;
   std::thread thread_;
 };

@@ -93,6 +93,10 @@ void ExactSum::sum_range(Range range, std::span<const Partial> partials, int64_t
     for (const Range& r : regions_[w].shards)
       counts.push_back(std::max<int64_t>(0, std::min(e, r.end) - std::max(b, r.begin)));
     g->reduce_scatter(acc_.data() + b, counts.data());
+    if (release_unowned_) {
+      const Range own = regions_[w].shards[size_t(g->rank())];
+      acc_.release_pages_except(size_t(b), size_t(e), size_t(own.begin), size_t(own.end));
+    }
   }
 }
 

@@ -64,6 +64,10 @@ class ExactSum {
   // finish is local and returns false when any range held a NaN or ±Inf.
   void sum_range(Range range, std::span<const Partial> partials, int64_t units, Comm& world);
   bool finish(float* out);
+  // Fully sharded state (--shard-params): once a range is reduce-scattered, the accumulator's
+  // pages outside this rank's shard are given back to the kernel (the next step maps them again),
+  // so the accumulator takes memory for one range at a time plus this rank's shard.
+  void set_release_unowned(bool on) { release_unowned_ = on; }
 
  private:
   std::vector<Segment> segs_;
@@ -71,6 +75,7 @@ class ExactSum {
   std::vector<std::vector<int64_t>> shard_sizes_;  // per region: the reduce-scatter's counts
   std::vector<double> max_;                        // per segment
   Buffer<int64_t> acc_;
+  bool release_unowned_ = false;
   bool finite_ = true;  // every range summed since the last finish() was finite
   int head_ = 0;        // ceil(log2 units) of those sums
 };

@@ -55,17 +55,26 @@ void require_finite_params(const ParamTable& table, const float* params, const s
   }
 }
 
-void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m,
-                       const Buffer<float>& v) {
-  copy_into(params_, params);
+void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m, const Buffer<float>& v,
+                       std::vector<parallel::Range> kept) {
+  if (kept.empty()) kept = {{0, int64_t(params.size())}};
+  int64_t n = 0;
+  for (const parallel::Range& r : kept) n += r.size();
+  if (int64_t(params_.size()) != n) params_.resize(size_t(n));
+  int64_t at = 0;
+  for (const parallel::Range& r : kept)
+    kernels::copy(params.data() + r.begin, params_.data() + at, r.size()), at += r.size();
+  kept_ = std::move(kept);
   copy_into(m_, m);
   copy_into(v_, v);
 }
 
 void UpdateGuard::restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) const {
-  MARIN_CHECK(params.size() == params_.size() && m.size() == m_.size() && v.size() == v_.size(),
+  MARIN_CHECK(m.size() == m_.size() && v.size() == v_.size(),
               "UpdateGuard::restore: buffers changed size since save");
-  copy_into(params, params_);
+  int64_t at = 0;
+  for (const parallel::Range& r : kept_)
+    kernels::copy(params_.data() + at, params.data() + r.begin, r.size()), at += r.size();
   copy_into(m, m_);
   copy_into(v, v_);
 }

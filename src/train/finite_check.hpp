@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/buffer.hpp"
 #include "model/params.hpp"
@@ -32,7 +33,10 @@ void require_finite_params(const ParamTable& table, const float* params, const s
 // (every rank holds them) and this rank's optimizer shard of m and v.
 class UpdateGuard {
  public:
-  void save(const Buffer<float>& params, const Buffer<float>& m, const Buffer<float>& v);
+  // Keeps the parameters in `kept` (empty: all of them; --shard-params: the runs this rank
+  // holds) and all of m and v.
+  void save(const Buffer<float>& params, const Buffer<float>& m, const Buffer<float>& v,
+            std::vector<parallel::Range> kept = {});
   void restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) const;
 
   // This rank's shard of one region of the table, and where its m/v start in the shard buffers.
@@ -49,6 +53,7 @@ class UpdateGuard {
                            const float* v, std::span<const Owned> own, parallel::Comm& comm);
 
  private:
+  std::vector<parallel::Range> kept_;
   Buffer<float> params_, m_, v_;
 };
 

@@ -104,9 +104,15 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
   // shard its replicas.
   const ParamTable& table = model_->table();
   const int64_t eb = table.expert_begin();
-  std::vector<ParamRegion> regions = {{{0, eb}, &comm_}};
+  const bool sharded = o.shard_params && N > 1;
+  std::vector<ParamRegion> regions = {{{0, eb}, &comm_, /*gather=*/!sharded}};
   if (eb < table.total()) regions.push_back({{eb, table.total()}, replicas_.get()});
   optimizer_ = std::make_unique<Optimizer>(table, o.optim, regions, experts_.get());
+  if (sharded) {
+    shards_ = std::make_unique<ShardedParams>(
+        model_->param_units(), optimizer_->regions().front().shards, model_->params(), comm_);
+    model_->set_param_gate(shards_.get());
+  }
   partials_.resize(size_t(local_units_ - 1));
   for (auto& p : partials_) p.resize(size_t(table.total()));
   expert_partials_.resize(ep() > 1 ? size_t(local_units_ - 1) : 0);
@@ -116,6 +122,7 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
   std::vector<parallel::SumRegion> sums;
   for (auto& r : optimizer_->regions()) sums.push_back({r.where.range, r.where.group, r.shards});
   grad_sum_ = std::make_unique<parallel::ExactSum>(segments, table.total(), sums);
+  grad_sum_->set_release_unowned(sharded);
   if (o.overlap && N > 1 && ep() == 1 && parallel::comm_thread_supported())
     comm_thread_ = std::make_unique<parallel::CommThread>();
   if (N > 1) qb_reducer_ = std::make_unique<CommQBReducer>(comm_);
@@ -136,9 +143,15 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
 
 StepEngine::~StepEngine() = default;
 
+void StepEngine::init(uint64_t seed) {
+  model_->init(seed);
+  if (shards_) shards_->release_all();  // each rank keeps its run
+}
+
 void StepEngine::load_full_state(const float* params, const float* m, const float* v) {
   const ParamTable& local = model_->table();
   take_shard(*full_table_, params, local, model_->params().data());
+  if (shards_) shards_->release_all();
   if (!m) return;
   Buffer<float> lm(size_t(local.total())), lv(size_t(local.total()));
   take_shard(*full_table_, m, local, lm.data());
@@ -150,6 +163,9 @@ FullState StepEngine::gather_full_state() {
   FullState s;
   optimizer_->gather_state(s.m, s.v);  // collective: each region on its group's rank 0
   s.params = model_->params().data();
+  // --shard-params: rank 0 assembles the dense region (the other ranks hold their runs only).
+  Buffer<float> local = shards_ ? shards_->gather_on_root() : Buffer<float>();
+  if (shards_ && comm_.is_root()) s.params = local.data();
   // Expert parallelism: the first replica's ranks (each its shard's region root) assemble the
   // full stacks on rank 0.
   if (ep() > 1 && comm_.rank() < ep()) {
@@ -161,6 +177,8 @@ FullState StepEngine::gather_full_state() {
     gather_shards(model_->table(), s.v.data(), *full_table_, full_v.data(), *experts_);
     s.params = s.gathered.data();
     std::swap(s.m, full_m), std::swap(s.v, full_v);
+  } else if (shards_ && comm_.is_root()) {
+    s.gathered = std::move(local);  // s.params points into it
   }
   return s;
 }
@@ -196,9 +214,16 @@ LossStats StepEngine::forward_backward(bool backward) {
     // Wave w: rank r computes micro-batch w·N + r (a wave is in row order across the ranks).
     const int64_t unit = int64_t(w) * comm_.size() + comm_.rank();
     const size_t at = size_t(unit * micro_ * S);
+    // --shard-params: the forward's gathers too on the communication thread, one unit ahead,
+    // where the forward makes no MPI call of its own (dropless; the capacity and pooled rules
+    // number arrivals over the ranks).
+    const bool ahead = shards_ && comm_thread_ &&
+                       (!backward || model_->dispatch().transport == Transport::Dropless);
+    if (ahead) shards_->set_thread(comm_thread_.get());
     const LossStats s = model_->forward({micro_, tokens_.data() + at, labels_.data() + at,
                                          seg_.data() + at, scored, w > 0,
                                          /*evaluation=*/!backward});
+    if (ahead) shards_->set_thread(nullptr);
     sum.loss += s.loss, sum.ce += s.ce, sum.z += s.z;
     if (!backward) continue;
     for (int64_t l = 0; l < opt_.model.num_layers; ++l) {
@@ -213,12 +238,17 @@ LossStats StepEngine::forward_backward(bool backward) {
       parts_ = gradient_parts();
       model_->set_gradient_listener([this](parallel::Range r) {
         if (r.begin == 0) inject_nan_grad();  // the testing aid, before element 0 is summed
-        comm_thread_->submit([this, r] { grad_sum_->sum_range(r, parts_, units_, comm_); });
+        comm_thread_->submit([this, r] {
+          grad_sum_->sum_range(r, parts_, units_, comm_);
+          release_gradients(r);
+        });
       });
+      if (shards_) shards_->set_thread(comm_thread_.get());  // gathers beside the sums
     }
     model_->backward();
     if (overlap) {
       model_->set_gradient_listener({});
+      if (shards_) shards_->set_thread(nullptr);
       exposed_seconds_ = comm_thread_->wait();  // before this thread's next MPI call
     }
     if (w + 1 < local_units_) {
@@ -258,6 +288,13 @@ void StepEngine::inject_nan_grad() {
     if (bad == step_now_ && comm_.is_root()) model_->grads()[0] = std::nanf("");
 }
 
+void StepEngine::release_gradients(parallel::Range r) {
+  if (!shards_) return;
+  const parallel::Range own = shards_->own();
+  model_->grads().release_pages_except(size_t(r.begin), size_t(r.end), size_t(own.begin),
+                                       size_t(own.end));
+}
+
 std::vector<parallel::Partial> StepEngine::gradient_parts() {
   // Under expert parallelism a micro-batch's gradient is in pieces: the dense tensors where it
   // was computed, each expert shard's part at the shard (one piece per source rank).
@@ -292,12 +329,18 @@ bool StepEngine::reduce_gradients(StepResult& out) {
   } else {
     inject_nan_grad();
     finite = grad_sum_->reduce(gradient_parts(), units_, comm_, grads.data());
+    release_gradients({0, model_->table().expert_begin()});
     out.comm_seconds = tc.seconds();
   }
-  // Per rank: the int64 reduce-scatter and the fp32 all-gather each move about the whole region.
+  // --shard-params: the gathers of the forward and backward that the compute waited for.
+  if (shards_) out.comm_seconds += shards_->take_seconds();
+  // Per rank: the int64 reduce-scatter and the fp32 all-gather each move about the whole region;
+  // --shard-params gathers the dense region twice a micro-batch (its forward and backward).
   for (auto& r : optimizer_->regions())
-    if (r.where.group && r.where.group->size() > 1)
-      out.comm_bytes += int64_t(sizeof(int64_t) + sizeof(float)) * r.where.range.size();
+    if (r.where.group && r.where.group->size() > 1) {
+      const int64_t gathers = r.where.gather ? 1 : 2 * local_units_;
+      out.comm_bytes += int64_t(sizeof(int64_t) + gathers * sizeof(float)) * r.where.range.size();
+    }
   for (int64_t l = 0; l < opt_.model.num_layers; ++l) {
     const DispatchTraffic a2a = model_->block(l).moe().take_traffic();
     out.all_to_all_seconds += a2a.seconds;
@@ -323,7 +366,10 @@ void StepEngine::update(StepResult& out, int64_t step) {
     routers.push_back(to_json(acc.finish()));
   }
   m["router"] = routers;
-  update_guard_.save(model_->params(), optimizer_->local_m(), optimizer_->local_v());
+  // --shard-params: the runs this rank holds (its dense run, its expert slices).
+  std::vector<parallel::Range> kept;
+  if (shards_) kept = {shards_->own(), {table.expert_begin(), table.total()}};
+  update_guard_.save(model_->params(), optimizer_->local_m(), optimizer_->local_v(), kept);
   optimizer_->step(model_->params().data(), grads.data(), step);
   out.comm_seconds += optimizer_->last_gather_seconds();
   if (opt_.qb)  // bias for the next step's forward pass, from the whole step's routing
@@ -350,6 +396,7 @@ StepResult StepEngine::step(BatchSource& data, int64_t step) {
   for (auto& acc : router_acc_) acc.reset(c.num_experts, c.top_k);
   for (int64_t l = 0; l < c.num_layers; ++l) model_->block(l).moe().take_traffic();  // validation
   step_now_ = step;
+  if (shards_) shards_->take_seconds();  // not a validation's gathers since the last step
   const LossStats s = forward_backward(/*backward=*/true);
   bool grads_finite = false;
   {
@@ -369,6 +416,7 @@ StepResult StepEngine::step(BatchSource& data, int64_t step) {
        {"world_size", comm_.size()},
        {"dtype", kernels::dtype_name(dtype_)}};
   if (ep() > 1) m["ep"] = ep();
+  if (shards_) m["shard_params"] = true;
   const LearningRates lr = optimizer_->rates(step);
   m["lr"] = {{"muonh", lr.muonh}, {"adam", lr.adam}};
   if (out.finite) {

@@ -35,6 +35,7 @@
 #include "parallel/exact_sum.hpp"
 #include "train/finite_check.hpp"
 #include "train/sharded_checkpoint.hpp"
+#include "train/sharded_params.hpp"
 #include "train/train_options.hpp"
 
 namespace marin {
@@ -71,7 +72,7 @@ class StepEngine {
   StepEngine(const TrainOptions& o, parallel::Comm& comm);
   ~StepEngine();
 
-  void init(uint64_t seed) { model_->init(seed); }
+  void init(uint64_t seed);
   // Loads full-layout parameters and optimizer state (m, v null: fresh); this rank takes its
   // expert shard.
   void load_full_state(const float* params, const float* m, const float* v);
@@ -127,6 +128,10 @@ class StepEngine {
   std::vector<Buffer<float>> partials_;         // gradients of this rank's earlier micro-batches
   std::vector<Buffer<float>> expert_partials_;  // --ep > 1: their expert gradients, per source
   std::unique_ptr<parallel::ExactSum> grad_sum_;
+  // --shard-params over more than one rank: the dense parameters, gathered unit by unit.
+  std::unique_ptr<ShardedParams> shards_;
+  // --shard-params: gives back the gradient pages of `r` outside this rank's shard (summed).
+  void release_gradients(parallel::Range r);
   // --overlap under MPI without --ep: runs grad_sum_'s ranges during the last backward.
   std::unique_ptr<parallel::CommThread> comm_thread_;
   std::vector<parallel::Partial> parts_;  // what the thread's jobs sum

@@ -29,7 +29,8 @@ constexpr OnResume kYes = OnResume::Yes, kBound = OnResume::NotWithForecast;  //
 using O = TrainOption;
 
 // clang-format off
-std::vector<TrainOption> make_table() {
+// The batch, the schedule and the optimizer.
+std::vector<TrainOption> optimization_options() {
   return {
     {.flag = "--batch", .key = "/batch", .kind = O::Int, .lo = 1, .hi = kBatch,
      .help = "sequences per step (global: over all MPI ranks)", MEMBER(batch)},
@@ -74,6 +75,12 @@ std::vector<TrainOption> make_table() {
      MEMBER(optim.ns_dtype)},
     {.flag = "--gate-router-wd", .key = "/optimizer/gate_router_wd", .kind = O::Bool,
      .help = "decay head gate and router weights by 0.02·(1 − t/T)", MEMBER(optim.gate_router_wd)},
+  };
+}
+
+// How the step is computed and distributed, checkpoints, evaluation and stopping.
+std::vector<TrainOption> run_options() {
+  return {
     {.flag = "--transport", .key = "/transport", .kind = O::Choice,
      .choices = {"dropless", "capacity", "pooled"}, .on_resume = kBound,
      .help = "dropless, capacity (recipe §8) or pooled (the 535B run's pooled waves)",
@@ -95,6 +102,11 @@ std::vector<TrainOption> make_table() {
     {.flag = "--no-overlap", .key = "/overlap", .kind = O::Bool, .negate = true,
      .optional = true, .on_resume = kYes,
      .help = "sum the gradients after the backward, not during it (same bits)", MEMBER(overlap)},
+    {.flag = "--shard-params", .key = "/shard_params", .kind = O::Bool, .optional = true,
+     .on_resume = kYes,
+     .help = "shard the dense parameters and gradients over the ranks, gathering each block when "
+             "it is read (ZeRO-3; same bits, less memory per rank)",
+     MEMBER(shard_params)},
     {.flag = "--no-qb", .key = "/qb", .kind = O::Bool, .negate = true,
      .help = "disable QB router balancing", MEMBER(qb)},
     {.flag = "--strict-data", .key = "/strict_data", .kind = O::Bool, .optional = true,
@@ -149,6 +161,12 @@ std::vector<TrainOption> make_table() {
   };
 }
 // clang-format on
+
+std::vector<TrainOption> make_table() {
+  std::vector<TrainOption> t = optimization_options();
+  for (TrainOption& o : run_options()) t.push_back(std::move(o));
+  return t;
+}
 #undef MEMBER
 
 std::string range_text(const TrainOption& s) {

@@ -35,6 +35,10 @@ struct TrainOptions {
   // soon as the last micro-batch's backward has finished that block (docs/distributed.md,
   // "Overlap"). How a step is computed, not what: it may change at --resume.
   bool overlap = true;
+  // Under MPI: the dense parameters and gradients are sharded over the ranks, each block gathered
+  // when it is read (ZeRO-3 / FSDP style, train/sharded_params.hpp). Same bits; it may change at
+  // --resume.
+  bool shard_params = false;
   // Compute dtype of the GEMMs as asked (--dtype): auto, fp32, bf16 or bf16-emulated; what it
   // resolves to on the machine at hand is the trainer's dtype(), in run.json and every metrics
   // line. Master weights, gradients and optimizer state are fp32 whatever it is.

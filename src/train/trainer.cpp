@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/limits.hpp"
 #include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "data/batch_factory.hpp"
@@ -226,6 +227,8 @@ void Trainer::finish_step(StepResult& r, double dt, TrainResult& res) {
   }
   m["step_seconds"] = dt;
   m["tokens_per_second"] = double(int64_t(opt_.batch) * opt_.model.seq_len) / dt;
+  // The largest peak resident memory of any rank so far (what --shard-params shrinks).
+  m["peak_rss_bytes"] = comm_->allreduce(peak_rss_bytes(), parallel::Op::Max);
   if (comm_->size() > 1) {
     m["comm"] = {{"seconds", r.comm_seconds}, {"bytes", r.comm_bytes}};
     if (r.comm_overlapped) m["comm"]["overlapped"] = true;

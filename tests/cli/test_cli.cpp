@@ -66,6 +66,39 @@ TEST(Cli, PlanStepsAndBudgetOptions) {
   EXPECT_NE(r.out.find("either --steps or --tokens-per-param"), std::string::npos) << r.out;
 }
 
+// plan --ranks N: what each rank of `marin train` under mpirun holds, part by part. The parts
+// add up; over more ranks the optimizer shard shrinks; --shard-params shrinks the weights, the
+// gradient, the exact sum's accumulator and the rollback copy, not the optimizer state or the
+// activations; what marin train would refuse is refused alike.
+TEST(Cli, PlanMemoryPerRank) {
+  const auto per_rank = [](const std::string& args) {
+    auto r = run("plan --preset cpu-small --json " + args);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return nlohmann::json::parse(r.out)["memory_per_rank"]["fp32"];
+  };
+  const auto one = per_rank("--ranks 1"), four = per_rank("--ranks 4"),
+             sharded = per_rank("--ranks 4 --shard-params");
+  int64_t sum = 0;
+  for (const char* part : {"weights", "gradients", "partials", "accumulator", "optimizer",
+                           "rollback", "weight_copy", "activations"})
+    sum += four[part].get<int64_t>();
+  EXPECT_EQ(sum, four["total"].get<int64_t>());
+  EXPECT_LT(four["optimizer"].get<int64_t>(), one["optimizer"].get<int64_t>());
+  for (const char* part : {"weights", "gradients", "accumulator", "rollback"})
+    EXPECT_LT(sharded[part].get<int64_t>(), four[part].get<int64_t>()) << part;
+  for (const char* part : {"optimizer", "activations"})
+    EXPECT_EQ(sharded[part].get<int64_t>(), four[part].get<int64_t>()) << part;
+  auto r = run("plan --preset cpu-small --shard-params");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("need --ranks N"), std::string::npos) << r.out;
+  r = run("plan --preset cpu-small --ranks 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot be split over 3 ranks"), std::string::npos) << r.out;
+  r = run("plan --preset cpu-small --ranks 4 --ep 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--ep 3 must divide --ranks (4)"), std::string::npos) << r.out;
+}
+
 TEST(Cli, InitLoadsBackBitIdenticallyAndScores) {
   TempDir tmp("init");
   auto r = run("init --preset tiny --seed 1 --out " + tmp.str("ckpt"));

@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/buffer.hpp"
 
@@ -71,4 +75,40 @@ TEST(Buffer, ResizingReleasesEveryMappingAndZeroes) {
   // A buffer that left its head or tail slack mapped (up to 2 MiB each) would add ~200 MiB here,
   // one never unmapped 2–64 MiB; the allocator's own growth stays far below 32 MiB.
   EXPECT_LE(mapped_kib(), before + 32 * 1024);
+}
+
+// release_pages (--shard-params gives back the runs of the table other ranks hold): the whole pages
+// inside the range stop being resident and read as zeros; the partial pages at its ends, and the
+// elements outside it, keep their values. release_pages_except keeps the pages of its hole too.
+TEST(Buffer, ReleasedPagesReadZeroAndStopCountingTheRestKeepsItsValues) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), per_page = page / sizeof(float);
+  marin::Buffer<float> b(320 * per_page);  // 1.25 MiB with 4 KiB pages: mapped, not the heap
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 1000) + 1;
+  const auto resident = [&](size_t first_page, size_t pages) {
+    std::vector<unsigned char> in(pages);
+    EXPECT_EQ(mincore(b.data() + first_page * per_page, pages * page, in.data()), 0);
+    size_t n = 0;
+    for (unsigned char c : in) n += c & 1;
+    return n;
+  };
+  ASSERT_EQ(resident(0, 320), 320u);
+  const size_t begin = 3 * per_page + 5, end = 40 * per_page + 7;  // pages 4 … 39 whole
+  b.release_pages(begin, end);
+  EXPECT_EQ(resident(4, 36), 0u);
+  EXPECT_EQ(resident(0, 4), 4u);
+  EXPECT_EQ(resident(40, 280), 280u);
+  for (size_t i = 0; i < b.size(); ++i) {
+    const bool released = i >= 4 * per_page && i < 40 * per_page;
+    ASSERT_EQ(b[i], released ? 0.0f : float(i % 1000) + 1) << i;
+  }
+  // Pages 41 … 63 but for elements inside pages 50 and 51 (both kept, as partial pages).
+  b.release_pages_except(41 * per_page, 64 * per_page, 50 * per_page + 3, 51 * per_page + 9);
+  EXPECT_EQ(resident(41, 9), 0u);
+  EXPECT_EQ(resident(50, 2), 2u);
+  EXPECT_EQ(resident(52, 12), 0u);
+  EXPECT_EQ(resident(64, 256), 256u);
+  EXPECT_EQ(b[50 * per_page], float((50 * per_page) % 1000) + 1);
+  b[45 * per_page] = 7;  // a released page is mapped again by a write
+  EXPECT_EQ(resident(45, 1), 1u);
+  EXPECT_EQ(b[45 * per_page], 7.0f);
 }

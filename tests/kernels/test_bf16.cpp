@@ -168,14 +168,19 @@ std::vector<float> randn(int64_t n, uint64_t seed) {
 
 // C = gemm(A, B) in `d`, starting from the same C0 (beta ≠ 0 reads it).
 std::vector<float> run_gemm(mk::Dtype d, const GemmCase& g, const std::vector<float>& A,
-                            const std::vector<float>& B, const std::vector<float>& C0,
+                            const float* B, const std::vector<float>& C0,
                             mk::Precision p = mk::Precision::compute) {
   mk::set_compute_dtype(d);
   std::vector<float> C = C0;
-  mk::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), g.ta ? g.M : g.K, B.data(),
+  mk::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), g.ta ? g.M : g.K, B,
                   g.tb ? g.K : g.N, g.beta, C.data(), g.N, p);
   mk::set_compute_dtype(mk::Dtype::fp32);
   return C;
+}
+std::vector<float> run_gemm(mk::Dtype d, const GemmCase& g, const std::vector<float>& A,
+                            const std::vector<float>& B, const std::vector<float>& C0,
+                            mk::Precision p = mk::Precision::compute) {
+  return run_gemm(d, g, A, B.data(), C0, p);
 }
 
 }  // namespace
@@ -316,14 +321,7 @@ TEST(WeightCopy, GemmsReadItAndComputeTheBitsOfConvertingAtTheCall) {
       auto set_weights = [&](const std::vector<float>& w) {
         std::copy(w.begin(), w.end(), buffer.begin() + at);
       };
-      auto run_in_buffer = [&] {
-        mk::set_compute_dtype(d);
-        std::vector<float> C = C0;
-        mk::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), g.ta ? g.M : g.K,
-                        buffer.data() + at, g.tb ? g.K : g.N, g.beta, C.data(), g.N);
-        mk::set_compute_dtype(mk::Dtype::fp32);
-        return C;
-      };
+      auto run_in_buffer = [&] { return run_gemm(d, g, A, buffer.data() + at, C0); };
       const auto want = run_gemm(d, g, A, B, C0), changed = run_gemm(d, g, A, B2, C0);
       ASSERT_NE(changed, want);
 
@@ -351,6 +349,40 @@ TEST(WeightCopy, GemmsReadItAndComputeTheBitsOfConvertingAtTheCall) {
       refresh_in(other, copy);
       set_weights(B);
       EXPECT_EQ(run_in_buffer(), want) << "a copy in " << mk::dtype_name(other) << " was read";
+    }
+  }
+}
+
+// refresh(begin, end) (fully sharded parameters convert each unit when it is gathered) converts
+// that range only: a GEMM on a weight inside it reads the new values (its blocked layout from
+// before is not reused), one on a weight outside still reads the copy of the last refresh.
+TEST(WeightCopy, ARangeRefreshConvertsThatRangeOnly) {
+  for (const mk::Dtype d : bf16_dtypes()) {
+    SCOPED_TRACE(mk::dtype_name(d));
+    for (const GemmCase& g : kCases) {
+      SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
+      const auto A = randn(g.M * g.K, 31), C0 = randn(g.M * g.N, 32);
+      const int64_t nb = g.K * g.N, first = 5, second = first + nb + 11;
+      std::vector<float> buffer = randn(second + nb + 3, 33);
+      const auto weights = [&](int64_t at) {
+        return std::vector<float>(buffer.begin() + at, buffer.begin() + at + nb);
+      };
+      const auto gemm_at = [&](int64_t at) { return run_gemm(d, g, A, buffer.data() + at, C0); };
+      const auto old1 = run_gemm(d, g, A, weights(first), C0);
+      const auto old2 = run_gemm(d, g, A, weights(second), C0);
+      mk::WeightCopy copy(buffer.data(), int64_t(buffer.size()));
+      mk::set_compute_dtype(d);
+      copy.refresh();
+      mk::set_compute_dtype(mk::Dtype::fp32);
+      EXPECT_EQ(gemm_at(first), old1);  // makes its blocked layout, where the library has one
+      EXPECT_EQ(gemm_at(second), old2);
+      for (float& x : buffer) x *= -3.0f;  // "an optimizer step" of both
+      const auto new1 = run_gemm(d, g, A, weights(first), C0);
+      mk::set_compute_dtype(d);
+      copy.refresh(first, first + nb);
+      mk::set_compute_dtype(mk::Dtype::fp32);
+      EXPECT_EQ(gemm_at(first), new1) << "the range refreshed was not converted again";
+      EXPECT_EQ(gemm_at(second), old2) << "a weight outside the range changed in the copy";
     }
   }
 }

@@ -10,8 +10,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "model/config.hpp"
 #include "model/expert_shard.hpp"
@@ -163,6 +165,26 @@ TEST(ExactSum, RangesOnACommThreadEqualOneReduce) {
   data[1][70] = 0;
   for (const parallel::Range& g : ranges) b.sum_range(g, parts, 2 * n, W());
   EXPECT_TRUE(b.finish(pieces.data()));  // the next step starts clean
+}
+
+// wait(ticket) returns once that job and every job before it have run, not the ones after
+// (--shard-params waits for one unit's gather while the later gradient sums go on).
+TEST(CommThread, ATicketWaitsForItsJobAndTheOnesBefore) {
+  parallel::CommThread thread;
+  std::atomic<int> done{0};
+  std::atomic<bool> go{false};
+  const uint64_t first = thread.submit([&] { ++done; });
+  const uint64_t second = thread.submit([&] { ++done; });
+  thread.submit([&] {
+    while (!go) std::this_thread::yield();
+    ++done;
+  });
+  EXPECT_EQ(second, first + 1);
+  thread.wait(second);
+  EXPECT_EQ(done.load(), 2);  // the third is still blocked
+  go = true;
+  thread.wait();
+  EXPECT_EQ(done.load(), 3);
 }
 
 TEST(Comm, SplitIntoGroups) {

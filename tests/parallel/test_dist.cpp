@@ -31,13 +31,8 @@ using nlohmann::json;
 
 namespace {
 
+using marin::testing::mpirun;
 using marin::testing::mpirun_command;
-
-// `marin ARGS` under mpirun with np ranks (np = 0: the plain binary, no MPI launcher).
-RunResult mpirun(int np, const std::string& args) {
-  return marin::testing::run_shell((np == 0 ? std::string(MARIN_BIN) : mpirun_command(np)) + " " +
-                                   args);
-}
 
 marin::SafetensorsFile final_model(const std::string& run_dir) {
   auto ckpt = marin::latest_checkpoint(run_dir);

@@ -91,6 +91,11 @@ inline RunResult run(const std::string& args) {
   return run_shell(std::string(MARIN_BIN) + " " + args);
 }
 
+// `marin ARGS` under mpirun with np ranks (np = 0: the plain binary, no MPI launcher).
+inline RunResult mpirun(int np, const std::string& args) {
+  return np == 0 ? run(args) : run_shell(mpirun_command(np) + " " + args);
+}
+
 // Starts `marin ARGS` (args begin with a space) in the background, output discarded.
 inline pid_t spawn_train(const std::string& args) {
   pid_t pid = fork();

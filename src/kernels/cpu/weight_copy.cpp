@@ -56,9 +56,7 @@ WeightCopy::~WeightCopy() {
   g_copies.erase(std::find(g_copies.begin(), g_copies.end(), this));
 }
 
-void WeightCopy::refresh() {
-  const Dtype d = compute_dtype();
-  std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
+void WeightCopy::switch_to(Dtype d) {
   // A copy of another dtype is freed: a model holds one copy, not one per dtype it has run in.
   if (d != Dtype::bf16) {
     std::vector<uint16_t>().swap(bf16_);
@@ -66,20 +64,33 @@ void WeightCopy::refresh() {
     layouts_->blocked.clear();
   }
   if (d != Dtype::bf16_emulated) std::vector<float>().swap(rounded_);
+  if (d == Dtype::bf16) bf16_.resize(size_t(n_));
+  if (d == Dtype::bf16_emulated) rounded_.resize(size_t(n_));
   dtype_ = d;
-  ++refreshes_;
-  switch (d) {
-    case Dtype::fp32:  // the fp32 GEMMs read the weights themselves
-      return;
-    case Dtype::bf16:
-      bf16_.resize(size_t(n_));
-      to_bf16(data_, bf16_.data(), n_);
-      return;
-    case Dtype::bf16_emulated:
-      rounded_.resize(size_t(n_));
-      round_to_bf16(data_, rounded_.data(), n_);
-      return;
-  }
+}
+
+void WeightCopy::convert(i64 begin, i64 end) {
+  if (dtype_ == Dtype::bf16) to_bf16(data_ + begin, bf16_.data() + begin, end - begin);
+  if (dtype_ == Dtype::bf16_emulated)
+    round_to_bf16(data_ + begin, rounded_.data() + begin, end - begin);
+}
+
+void WeightCopy::refresh() {
+  std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
+  switch_to(compute_dtype());
+  ++refreshes_;  // every blocked layout is stale
+  convert(0, n_);
+}
+
+void WeightCopy::refresh(i64 begin, i64 end) {
+  std::unique_lock lock(g_mutex);
+  const Dtype d = compute_dtype();
+  if (d != dtype_) switch_to(d);
+  convert(begin, end);
+  // The blocked layouts of the weights in the run are stale; the others stay current.
+  std::lock_guard guard(layouts_->mutex);
+  for (auto& [key, blocked] : layouts_->blocked)
+    if (key.offset >= begin && key.offset < end) blocked.refresh = UINT64_MAX;
 }
 
 i64 WeightCopy::bytes() const {
