@@ -71,6 +71,26 @@ void ShardedParams::release_all() {
   for (int i = 0; i < int(units_.size()); ++i) release(i);
 }
 
+void ShardedParams::gather_all() {
+  for (Unit& u : units_) {
+    if (!u.present) gather(u);
+    u.present = true;
+  }
+}
+
+WholeParams::WholeParams(Model<float>& model, ShardedParams* shards)
+    : model_(model), shards_(shards) {
+  if (!shards_) return;
+  shards_->gather_all();
+  model_.set_param_gate(nullptr);
+}
+
+WholeParams::~WholeParams() {
+  if (!shards_) return;
+  shards_->release_all();
+  model_.set_param_gate(shards_);
+}
+
 Buffer<float> ShardedParams::gather_on_root() {
   const bool root = comm_.is_root();
   Buffer<float> out(root ? params_.size() : 0);

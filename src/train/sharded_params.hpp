@@ -34,6 +34,8 @@ class ShardedParams final : public ParamGate {
   }
   // Every unit released (after the parameters were set whole: init, a loaded checkpoint).
   void release_all();
+  // Every unit gathered (collective; on the calling thread).
+  void gather_all();
   // While set (non-null), gathers run as jobs of `thread`, the next unit's started early; the
   // caller makes no MPI call of its own meanwhile. Null: on the calling thread.
   void set_thread(parallel::CommThread* thread) { thread_ = thread; }
@@ -62,6 +64,22 @@ class ShardedParams final : public ParamGate {
   parallel::Comm& comm_;
   parallel::CommThread* thread_ = nullptr;
   double seconds_ = 0;
+};
+
+// While it lives, every unit of a sharded model is present and the model's gate is off
+// (collective at both ends): for work that runs the model outside a step in a pattern of its own.
+// The per-domain evaluation and the tasks split their documents unevenly over the ranks, so their
+// forwards cannot gather in lockstep, and the tasks decode. `shards` null: nothing to do.
+class WholeParams {
+ public:
+  WholeParams(Model<float>& model, ShardedParams* shards);
+  ~WholeParams();
+  WholeParams(const WholeParams&) = delete;
+  WholeParams& operator=(const WholeParams&) = delete;
+
+ private:
+  Model<float>& model_;
+  ShardedParams* shards_;
 };
 
 }  // namespace marin

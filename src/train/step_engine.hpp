@@ -90,6 +90,9 @@ class StepEngine {
   LossStats evaluate(BatchSource& data);
 
   Model<float>& model() { return *model_; }
+  // The model with every parameter present while the result lives (collective): what work
+  // outside a step that runs model() itself holds first (--shard-params; else nothing to do).
+  WholeParams whole_params() { return WholeParams(*model_, shards_.get()); }
   const ParamTable& full_table() const { return *full_table_; }
   const TrainOptions& options() const { return opt_; }
   // What the GEMMs compute in: opt_.dtype resolved on this CPU.

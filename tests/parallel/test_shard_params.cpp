@@ -135,3 +135,35 @@ TEST_F(ShardParams, EachRankHoldsLessMemoryAsMarinPlanSays) {
   EXPECT_LE(whole, plan_whole + (int64_t(256) << 20));
   EXPECT_LE(sharded, plan_sharded + (int64_t(256) << 20));
 }
+
+// The evaluations inside a training run: validation runs through the step engine in lockstep,
+// while the per-domain evaluation and the tasks split their documents unevenly over the ranks
+// (and could not gather block by block in lockstep): they see the whole model (WholeParams), and
+// every score equals the one-process run's.
+TEST_F(ShardParams, EvaluationsDuringTrainingSeeTheWholeModel) {
+  ASSERT_EQ(marin::testing::tokenize_fixture(*tmp_), "");
+  const std::string fixture = std::string(MARIN_SOURCE_DIR) + "/data/fixture";
+  RunResult r = mpirun(0, "tasks build --corpus " + fixture + " --out " + str("tasks") +
+                              " --tasks lambada_style --max-items 8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string train =
+      "train --preset tiny --batch 8 --steps 4 --seed 5 --data " + std::string(MARIN_SOURCE_DIR) +
+      "/configs/fixture_mixture.toml --token-dir " + str("tokens") + " --tokenizer " +
+      str("tok.json") + " --tasks lambada_style --task-dir " + str("tasks") +
+      " --tasks-every 2 --eval-every 2 --eval-batches 1 --eval-domains-every 4 --out ";
+  r = mpirun(0, train + str("eval-one"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, train + str("eval-sharded") + " --shard-params");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto one = metrics(str("eval-one")), sharded = metrics(str("eval-sharded"));
+  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(sharded.size(), 4u);
+  for (size_t i : {1, 3}) {
+    ASSERT_TRUE(one[i].contains("tasks")) << i;
+    EXPECT_EQ(one[i]["tasks"]["tasks"], sharded[i]["tasks"]["tasks"]) << "step " << i + 1;
+    EXPECT_NEAR(one[i]["valid_ce"].get<double>(), sharded[i]["valid_ce"].get<double>(), 1e-9);
+  }
+  ASSERT_TRUE(one[3].contains("eval")) << one[3].dump();
+  EXPECT_EQ(one[3]["eval"].dump(), sharded[3]["eval"].dump());
+  EXPECT_TRUE(final_weights(str("eval-one")) == final_weights(str("eval-sharded")));
+}

@@ -34,6 +34,7 @@ nlohmann::json DomainEvalHook::evaluate(Trainer& t, const eval::MacroEvaluator* 
     ev = all_domains_.get();
   }
   const kernels::DtypeScope dtype(t.dtype());
+  const WholeParams whole = t.engine().whole_params();  // each rank runs its own documents
   return eval::summary(ev->evaluate(t.model(), &t.comm()));
 }
 

@@ -80,6 +80,7 @@ nlohmann::json TasksHook::evaluate(Trainer& t) {
   o.progress = false;
   o.group = &t.comm();
   const kernels::DtypeScope dtype(t.dtype());
+  const WholeParams whole = t.engine().whole_params();  // each rank runs its own items
   const eval::TaskResults r = eval::score_tasks(t.model(), tasks_->tok, tasks_->tasks, o);
   if (t.is_root()) {
     nlohmann::json j = r.to_json({{"model", "marin"},
