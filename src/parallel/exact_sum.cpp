@@ -14,6 +14,10 @@ namespace {
 int shift_of(double m, int head) {
   return 62 - head - (std::ilogb(m) + 1);
 }
+// True when partial p holds all of tensor g.
+bool covers(const Segment& g, const Partial& p) {
+  return g.offset >= p.covers.begin && g.offset + g.size <= p.covers.end;
+}
 }  // namespace
 
 ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<SumRegion> regions)
@@ -30,20 +34,67 @@ ExactSum::ExactSum(std::vector<Segment> segments, int64_t total, std::vector<Sum
     shard_sizes_.push_back(std::move(sizes));
   }
   MARIN_CHECK(at == total, "exact sum: regions cover {} of {} elements", at, total);
-  acc_.resize(size_t(total));
+  acc_.resize(size_t(total));  // mapped on first touch: never, in one process (reduce_here)
+  for (const SumRegion& w : regions_) communicates_ |= w.group && w.group->size() > 1;
 }
 
 bool ExactSum::reduce(std::span<const Partial> partials, int64_t units, Comm& world, float* out) {
+  if (!communicates_) return reduce_here(partials, units, world, out);
   for (const SumRegion& w : regions_) sum_range(w.range, partials, units, world);
   return finish(out);
+}
+
+bool ExactSum::reduce_here(std::span<const Partial> partials, int64_t units, Comm& world,
+                           float* out) {
+  // No rank to send to: each tensor is converted, summed and rounded back a chunk at a time,
+  // element by element what the three steps over the whole buffer do, and acc_ is never touched
+  // (its pages are never mapped: 8 bytes a parameter less).
+  MARIN_CHECK(units >= 1, "exact sum: {} units", units);
+  if (!maxima(0, segs_.size(), partials, world)) {
+    finite_ = true;  // the next step starts clean
+    return false;
+  }
+  const int head = int(std::ceil(std::log2(double(units))));
+  constexpr int64_t kChunk = 16384;
+  chunk_.resize(kChunk);
+  std::vector<const float*> xs;
+  for (size_t s = 0; s < segs_.size(); ++s) {
+    const Segment& g = segs_[s];
+    const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s], head));
+    const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s], head));
+    for (int64_t at = 0; at < g.size; at += kChunk) {
+      const int64_t n = std::min(kChunk, g.size - at);
+      xs.clear();
+      if (max_[s] != 0)
+        for (const Partial& p : partials)
+          if (covers(g, p)) xs.push_back(p.data + (g.offset - p.covers.begin) + at);
+      kernels::fixed_point_sum(xs.data(), int(xs.size()), n, scale, chunk_.data());
+      kernels::fixed_point_to_float(chunk_.data(), n, inv, out + g.offset + at);
+    }
+  }
+  return true;
+}
+
+bool ExactSum::maxima(size_t s0, size_t s1, std::span<const Partial> partials, Comm& world) {
+  // Per-tensor global max |x| (+inf for a non-finite value: the step is skipped).
+  const double inf = std::numeric_limits<double>::infinity();
+  for (size_t s = s0; s < s1; ++s) {
+    float m = 0;
+    for (const Partial& p : partials)
+      if (covers(segs_[s], p))
+        m = std::max(m,
+                     kernels::max_abs(p.data + (segs_[s].offset - p.covers.begin), segs_[s].size));
+    max_[s] = std::isfinite(m) ? double(m) : inf;
+  }
+  world.allreduce(max_.data() + s0, int64_t(s1 - s0), Op::Max);
+  for (size_t s = s0; s < s1; ++s)
+    if (!(max_[s] < inf)) finite_ = false;
+  return finite_;
 }
 
 void ExactSum::sum_range(Range range, std::span<const Partial> partials, int64_t units,
                          Comm& world) {
   MARIN_CHECK(units >= 1, "exact sum: {} units", units);
-  auto covering = [&](const Segment& g, const Partial& p) {
-    return g.offset >= p.covers.begin && g.offset + g.size <= p.covers.end;
-  };
   // The tensors of the range (segments are in buffer order).
   const auto first = std::lower_bound(segs_.begin(), segs_.end(), range.begin,
                                       [](const Segment& g, int64_t at) { return g.offset < at; });
@@ -53,20 +104,9 @@ void ExactSum::sum_range(Range range, std::span<const Partial> partials, int64_t
                   (s1 == segs_.size() ? range.end >= segs_.back().offset + segs_.back().size
                                       : segs_[s1].offset == range.end),
               "exact sum: [{}, {}) is not a run of whole tensors", range.begin, range.end);
-  // 1. Per-tensor global max |x| (+inf for a non-finite value: the step is skipped).
-  const double inf = std::numeric_limits<double>::infinity();
-  for (size_t s = s0; s < s1; ++s) {
-    float m = 0;
-    for (const Partial& p : partials)
-      if (covering(segs_[s], p))
-        m = std::max(m,
-                     kernels::max_abs(p.data + (segs_[s].offset - p.covers.begin), segs_[s].size));
-    max_[s] = std::isfinite(m) ? double(m) : inf;
-  }
-  world.allreduce(max_.data() + s0, int64_t(s1 - s0), Op::Max);
-  for (size_t s = s0; s < s1; ++s)
-    if (!(max_[s] < inf)) finite_ = false;
-  if (!finite_) return;  // the same decision on every rank: nothing more is summed this step
+  // 1. Per-tensor global max |x|; a non-finite one is the same decision on every rank: nothing
+  // more is summed this step.
+  if (!maxima(s0, s1, partials, world)) return;
   // 2. Fixed point: |x|·2^shift < 2^62 / 2^ceil(log2 units), so any sum of `units` terms fits.
   // Every element of every tensor is written (0 where this rank holds no partial of it), so the
   // buffer needs no clearing between steps.
@@ -76,7 +116,7 @@ void ExactSum::sum_range(Range range, std::span<const Partial> partials, int64_t
     xs.clear();
     if (max_[s] != 0)  // all zero: the sum is zero
       for (const Partial& p : partials)
-        if (covering(segs_[s], p)) xs.push_back(p.data + (segs_[s].offset - p.covers.begin));
+        if (covers(segs_[s], p)) xs.push_back(p.data + (segs_[s].offset - p.covers.begin));
     const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s], head));
     kernels::fixed_point_sum(xs.data(), int(xs.size()), segs_[s].size, scale,
                              acc_.data() + segs_[s].offset);

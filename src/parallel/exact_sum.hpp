@@ -8,7 +8,9 @@
 // tensor's global maximum (so that the sum of all units cannot overflow), the integers are
 // added (exact, hence independent of order) locally and over the ranks, and the sum is rounded
 // once back to float. The result is bit-identical for any number of ranks and any assignment of
-// micro-batches to them; its error is below 2^-58 of the tensor's largest element.
+// micro-batches to them; its error is below 2^-58 of the tensor's largest element. In one process
+// (no region has a rank to send to) each tensor is converted, summed and rounded a chunk at a
+// time, so the 64-bit accumulator of the whole buffer is never mapped.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -70,11 +72,18 @@ class ExactSum {
   void set_release_unowned(bool on) { release_unowned_ = on; }
 
  private:
+  // reduce() where no region has a rank to send to: the same bits, chunk by chunk, without acc_.
+  bool reduce_here(std::span<const Partial> partials, int64_t units, Comm& world, float* out);
+  // The global maxima of segments [s0, s1) into max_ (collective); false once any is not finite.
+  bool maxima(size_t s0, size_t s1, std::span<const Partial> partials, Comm& world);
+
   std::vector<Segment> segs_;
   std::vector<SumRegion> regions_;
   std::vector<std::vector<int64_t>> shard_sizes_;  // per region: the reduce-scatter's counts
   std::vector<double> max_;                        // per segment
   Buffer<int64_t> acc_;
+  std::vector<int64_t> chunk_;  // reduce_here's
+  bool communicates_ = false;   // some region's group has more than one rank
   bool release_unowned_ = false;
   bool finite_ = true;  // every range summed since the last finish() was finite
   int head_ = 0;        // ceil(log2 units) of those sums

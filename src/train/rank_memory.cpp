@@ -40,7 +40,8 @@ RankMemory rank_memory(const TrainOptions& o, int ranks, bool bf16) {
   // (accumulated unsharded, as FSDP's no_sync).
   m.gradients = 4 * ((local_units == 1 ? held : dense) + experts + (P > 1 ? P * experts : 0));
   m.partials = 4 * (local_units - 1) * (dense + experts + (P > 1 ? P * experts : 0));
-  m.accumulator = 8 * (held + experts);
+  // One process sums chunk by chunk without it (ExactSum::reduce_here).
+  m.accumulator = ranks > 1 ? 8 * (held + experts) : 0;
   m.optimizer = 8 * shard;
   m.rollback = 4 * (sharded ? run + experts : dense + experts) + 8 * shard;
   m.weight_copy =

@@ -159,12 +159,21 @@ TEST(ExactSum, RangesOnACommThreadEqualOneReduce) {
   for (int64_t i = shards[size_t(r)].begin; i < shards[size_t(r)].end; ++i)
     EXPECT_EQ(whole[size_t(i)], pieces[size_t(i)]) << i;
   // A NaN on the last rank in the middle range: every rank's finish() says so.
+  const float original = data[1][70];
   if (r == n - 1) data[1][70] = std::nanf("");
   for (const parallel::Range& g : ranges) b.sum_range(g, parts, 2 * n, W());
   EXPECT_FALSE(b.finish(pieces.data()));
-  data[1][70] = 0;
+  data[1][70] = original;
   for (const parallel::Range& g : ranges) b.sum_range(g, parts, 2 * n, W());
   EXPECT_TRUE(b.finish(pieces.data()));  // the next step starts clean
+  // reduce() alike (in one process it sums chunk by chunk without the accumulator).
+  if (r == n - 1) data[1][70] = std::nanf("");
+  std::vector<float> again = whole;
+  EXPECT_FALSE(a.reduce(parts, 2 * n, W(), again.data()));
+  data[1][70] = original;
+  ASSERT_TRUE(a.reduce(parts, 2 * n, W(), again.data()));
+  for (int64_t i = shards[size_t(r)].begin; i < shards[size_t(r)].end; ++i)
+    EXPECT_EQ(whole[size_t(i)], again[size_t(i)]) << i;
 }
 
 // wait(ticket) returns once that job and every job before it have run, not the ones after
