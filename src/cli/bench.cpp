@@ -471,8 +471,8 @@ MARIN_COMMAND(
                      "train)")
           ->check(CLI::IsMember({"fp32", "compute"}));
       app.add_flag("--no-overlap", o->no_overlap,
-                   "--train under mpirun: sum the gradients after the backward, not during it "
-                   "(as marin train)");
+                   "--train under mpirun: sum the gradients after the backward and run the "
+                   "all-to-alls in line (as marin train)");
       app.add_flag("--shard-params", o->shard_params,
                    "--train under mpirun: shard the dense parameters and gradients over the ranks "
                    "(as marin train)");

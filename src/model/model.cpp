@@ -182,7 +182,7 @@ LossStats Model<T>::forward(const Batch& b) {
     acquire(int(l) + 1, Pass::Forward, convert);
     blocks_[l]->forward(hs_.data() + l * rows * d, seg_.data(), hs_.data() + (l + 1) * rows * d, B_,
                         Dispatch{b.evaluation ? Transport::Dropless : dispatch_.transport,
-                                 dispatch_.waves, dispatch_.group, experts_});
+                                 dispatch_.waves, dispatch_.group, experts_, dispatch_.thread});
     release(int(l) + 1);
   }
   const profile::Scope ps("lm_head+loss.forward");
@@ -264,8 +264,6 @@ void Model<T>::acquire(int u, Pass pass, bool convert) {
 
 template <class T>
 void Model<T>::set_gradient_listener(std::function<void(parallel::Range)> f) {
-  MARIN_CHECK(!f || table_.expert_begin() == table_.total(),
-              "gradient listener: not offered with expert parallelism");
   gradients_ready_ = std::move(f);
 }
 

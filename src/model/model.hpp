@@ -109,8 +109,8 @@ class Model {
   // Called during backward() each time the gradients of a run of the table are final, so their
   // reduction can start while the rest is computed (StepEngine's overlap): the final norm and LM
   // head, then each block from the last to the first, then the embedding. The runs tile
-  // [0, table().total()). Without expert parallelism only (its experts sit apart in the table);
-  // an empty function stops the calls.
+  // [0, table().expert_begin()): an expert-parallel shard's expert slices, which sit apart at the
+  // end of the table, are final when backward() returns. An empty function stops the calls.
   void set_gradient_listener(std::function<void(parallel::Range)> f);
   // The runs of the table the model reads one after the other: the embedding (and its norms),
   // each block, then the final norm and LM head (up to expert_begin(): the routed experts of an

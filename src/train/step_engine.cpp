@@ -99,7 +99,6 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
     const kernels::DtypeScope in(dtype_);  // the model's memory admission counts its bf16 copy
     model_ = std::make_unique<Model<float>>(o.model, micro_, experts_.get());
   }
-  model_->set_dispatch({o.transport, o.waves, N > 1 ? &comm_ : nullptr});
   // The regions of the flat buffer and who shares them: the dense tensors all ranks, an expert
   // shard its replicas.
   const ParamTable& table = model_->table();
@@ -123,8 +122,12 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
   for (auto& r : optimizer_->regions()) sums.push_back({r.where.range, r.where.group, r.shards});
   grad_sum_ = std::make_unique<parallel::ExactSum>(segments, table.total(), sums);
   grad_sum_->set_release_unowned(sharded);
-  if (o.overlap && N > 1 && ep() == 1 && parallel::comm_thread_supported())
+  if (o.overlap && N > 1 && parallel::comm_thread_supported())
     comm_thread_ = std::make_unique<parallel::CommThread>();
+  // Expert parallelism: the all-to-alls run on the communication thread too (overlapped with
+  // the experts; and the backward's gradient sums queue on it).
+  model_->set_dispatch(
+      {o.transport, o.waves, N > 1 ? &comm_ : nullptr, ep() > 1 ? comm_thread_.get() : nullptr});
   if (N > 1) qb_reducer_ = std::make_unique<CommQBReducer>(comm_);
   qb_ = QBBalancer(o.model.qb_bins, qb_reducer_.get());
   const ModelConfig& c = o.model;
@@ -248,6 +251,11 @@ LossStats StepEngine::forward_backward(bool backward) {
     model_->backward();
     if (overlap) {
       model_->set_gradient_listener({});
+      // An expert-parallel shard's expert slices, final now (each source's part at the shard).
+      const parallel::Range experts{model_->table().expert_begin(), model_->table().total()};
+      if (experts.end > experts.begin)
+        comm_thread_->submit(
+            [this, experts] { grad_sum_->sum_range(experts, parts_, units_, comm_); });
       if (shards_) shards_->set_thread(nullptr);
       exposed_seconds_ = comm_thread_->wait();  // before this thread's next MPI call
     }

@@ -135,7 +135,8 @@ class StepEngine {
   std::unique_ptr<ShardedParams> shards_;
   // --shard-params: gives back the gradient pages of `r` outside this rank's shard (summed).
   void release_gradients(parallel::Range r);
-  // --overlap under MPI without --ep: runs grad_sum_'s ranges during the last backward.
+  // --overlap under MPI: runs grad_sum_'s ranges during the last backward, and under --ep the
+  // expert all-to-alls beside the experts (DispatchSettings::thread).
   std::unique_ptr<parallel::CommThread> comm_thread_;
   std::vector<parallel::Partial> parts_;  // what the thread's jobs sum
   double exposed_seconds_ = 0;            // the last step's wait for them

@@ -101,7 +101,9 @@ std::vector<TrainOption> run_options() {
      MEMBER(dtype)},
     {.flag = "--no-overlap", .key = "/overlap", .kind = O::Bool, .negate = true,
      .optional = true, .on_resume = kYes,
-     .help = "sum the gradients after the backward, not during it (same bits)", MEMBER(overlap)},
+     .help = "sum the gradients after the backward, not during it, and under --ep run the "
+             "all-to-alls in line, not beside the experts (same bits)",
+     MEMBER(overlap)},
     {.flag = "--shard-params", .key = "/shard_params", .kind = O::Bool, .optional = true,
      .on_resume = kYes,
      .help = "shard the dense parameters and gradients over the ranks, gathering each block when "

@@ -352,8 +352,9 @@ TEST(ExpertShard, TakeAndGatherRoundTripTheFullLayout) {
 
 // One forward/backward of an expert-parallel model against the one-process model on every
 // rank's micro-batch, with a router biased so hard towards experts 0 and 1 that every other
-// expert — every expert of every rank but the first — receives zero rows.
-void expect_expert_parallel_equals_one_process(bool skewed) {
+// expert — every expert of every rank but the first — receives zero rows. `threaded`: the
+// all-to-alls run on a communication thread beside the experts (the training step's overlap).
+void expect_expert_parallel_equals_one_process(bool skewed, bool threaded = false) {
   const int r = W().rank(), n = W().size();
   ModelConfig c = ModelConfig::preset("tiny");
   c.num_experts = 4 * n;
@@ -361,6 +362,8 @@ void expect_expert_parallel_equals_one_process(bool skewed) {
   c.sliding_window = 16;
   const int B = 2;
   Model<float> ep(c, B, &W()), one(c, B);
+  parallel::CommThread thread;
+  if (threaded) ep.set_dispatch({Transport::Dropless, 3, nullptr, &thread});
   one.init(9);
   take_shard(one.table(), one.params().data(), ep.table(), ep.params().data());
   if (skewed)
@@ -423,6 +426,12 @@ TEST(ExpertParallel, ForwardAndBackwardEqualOneProcess) {
 
 TEST(ExpertParallel, ZeroRowExpertsAndASkewedRouterEqualOneProcess) {
   expect_expert_parallel_equals_one_process(true);
+}
+
+TEST(ExpertParallel, AllToAllsOnACommThreadEqualOneProcess) {
+  ASSERT_TRUE(parallel::comm_thread_supported());
+  expect_expert_parallel_equals_one_process(false, /*threaded=*/true);
+  expect_expert_parallel_equals_one_process(true, /*threaded=*/true);
 }
 
 int main(int argc, char** argv) {

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "cli_util.hpp"
 #include "train/run_checkpoint.hpp"
@@ -172,7 +173,7 @@ TEST(DataParallel, TheMicroBatchFixesTheNumericsTheRankCountDoesNot) {
 }
 
 // The gradient sum overlapped with the backward (a communication thread sums each block as soon
-// as the last micro-batch's backward has finished it; the default under MPI without --ep) and
+// as the last micro-batch's backward has finished it; the default under MPI) and
 // after it (--no-overlap) give the one-process weights bit for bit at 2 and 4 ranks, and a
 // non-finite gradient still skips the step on every rank.
 TEST(DataParallel, OverlappedGradientSumIsBitIdenticalAndStillSkipsANonFiniteStep) {
@@ -609,15 +610,23 @@ TEST(ExpertParallel, Ep2Ep4AndDp2TimesEp2EqualOneProcess) {
     const std::string one = tmp.str(transport + "-one");
     auto r = mpirun(0, args + " --out " + one);
     ASSERT_EQ(r.code, 0) << r.out;
-    for (auto [np, ep] : {std::pair{2, 2}, {4, 4}, {4, 2}}) {
-      const std::string out = tmp.str(fmt::format("{}-np{}-ep{}", transport, np, ep));
-      r = mpirun(np, args + fmt::format(" --ep {} --out ", ep) + out);
+    // Overlapped (the all-to-alls beside the experts, the gradient sums beside the backward:
+    // the default) and not (--no-overlap): the same bits.
+    for (auto [np, ep, flag] : {std::tuple{2, 2, ""},
+                                {4, 4, ""},
+                                {4, 2, ""},
+                                {2, 2, " --no-overlap"},
+                                {4, 2, " --no-overlap"}}) {
+      const std::string no = *flag ? "-no" : "";
+      const std::string out = tmp.str(fmt::format("{}-np{}-ep{}{}", transport, np, ep, no));
+      r = mpirun(np, args + fmt::format(" --ep {}{} --out ", ep, flag) + out);
       ASSERT_EQ(r.code, 0) << r.out;
       EXPECT_EQ(expect_same_run(one, out), 0) << out;
       EXPECT_TRUE(final_weights(one) == final_weights(out)) << out;
       const auto m = metrics(out);
       EXPECT_EQ(m[0]["ep"].get<int>(), ep);
       EXPECT_GT(m[0]["comm"]["all_to_all"]["bytes"].get<int64_t>(), 0);
+      EXPECT_EQ(m[0]["comm"].value("overlapped", false), !*flag) << out;
     }
     if (transport == "capacity") {
       double dropped = 0;

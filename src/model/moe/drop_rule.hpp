@@ -24,7 +24,8 @@
 
 namespace marin::parallel {
 class Comm;
-}
+class CommThread;
+}  // namespace marin::parallel
 
 namespace marin {
 
@@ -34,24 +35,28 @@ const char* transport_name(Transport t);
 
 // A model's dispatch settings (Model::set_dispatch): the transport, the pooled transport's waves,
 // and the ranks that compute each wave of micro-batches together (a capacity-limited transport
-// numbers arrivals over all of them; null: this process alone).
+// numbers arrivals over all of them; null: this process alone), and the communication thread the
+// expert-parallel exchanges run on (null: on the calling thread, nothing overlapped).
 struct DispatchSettings {
   Transport transport = Transport::Dropless;
   int64_t waves = 3;
   parallel::Comm* group = nullptr;
+  parallel::CommThread* thread = nullptr;
 };
 
 // How a forward dispatches: the transport, the pooled transport's waves, the ranks that compute a
 // wave of micro-batches together (capacity; null: this process alone), and the expert-parallel
-// group the experts are split over (null: every expert is here).
+// group the experts are split over (null: every expert is here), and the communication thread
+// its exchanges run on (DispatchSettings::thread).
 struct Dispatch {
   Transport transport = Transport::Dropless;
   int64_t waves = 3;
   parallel::Comm* group = nullptr;
   parallel::Comm* experts = nullptr;
+  parallel::CommThread* thread = nullptr;
   Dispatch(Transport t = Transport::Dropless, int64_t w = 3, parallel::Comm* g = nullptr,
-           parallel::Comm* ep = nullptr)
-      : transport(t), waves(w), group(g), experts(ep) {}
+           parallel::Comm* ep = nullptr, parallel::CommThread* th = nullptr)
+      : transport(t), waves(w), group(g), experts(ep), thread(th) {}
   int64_t expert_shards() const;
 };
 

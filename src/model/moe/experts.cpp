@@ -32,7 +32,8 @@ SwiGLUFFN<T> GroupedExperts<T>::expert(i64 e, const ExpertGrads<T>& g) const {
 }
 
 template <class T>
-void GroupedExperts<T>::forward(const int64_t* offsets, i64 blocks, const T* xg, T* y) {
+void GroupedExperts<T>::forward(const int64_t* offsets, i64 blocks, const T* xg, T* y, i64 first,
+                                i64 last) {
   MARIN_CHECK(blocks == E_ * i64(grads_.size()), "experts: {} blocks for {} experts × {} sources",
               blocks, E_, grads_.size());
   MARIN_CHECK(offsets[blocks] * ed_ <= i64(a_.size()), "experts: {} rows exceed the workspace",
@@ -40,8 +41,8 @@ void GroupedExperts<T>::forward(const int64_t* offsets, i64 blocks, const T* xg,
   xg_ = xg;
   // Blocks touch disjoint rows and (expert, source) gradients: independent tasks, each on one
   // thread (small products that do not scale inside one GEMM; the same bits at any thread count).
-  kernels::parallel_tasks(blocks, [&](i64 b, int) {
-    const i64 r0 = offsets[b], n = offsets[b + 1] - r0;
+  kernels::parallel_tasks(last - first, [&](i64 i, int) {
+    const i64 b = first + i, r0 = offsets[b], n = offsets[b + 1] - r0;
     if (n == 0) return;
     expert(b % E_, grads_[size_t(b / E_)])
         .forward(xg + r0 * l_, n, a_.data() + r0 * ed_, b_.data() + r0 * ed_, h_.data() + r0 * ed_,
@@ -50,11 +51,11 @@ void GroupedExperts<T>::forward(const int64_t* offsets, i64 blocks, const T* xg,
 }
 
 template <class T>
-void GroupedExperts<T>::backward(const int64_t* offsets, i64 blocks, const T* dy, T* dxg,
-                                 T* scratch) {
+void GroupedExperts<T>::backward(const int64_t* offsets, const T* dy, T* dxg, T* scratch, i64 first,
+                                 i64 last) {
   // As forward; a block's scratch is its rows' slice of the 3·rows·expert_dim.
-  kernels::parallel_tasks(blocks, [&](i64 b, int) {
-    const i64 r0 = offsets[b], n = offsets[b + 1] - r0;
+  kernels::parallel_tasks(last - first, [&](i64 i, int) {
+    const i64 b = first + i, r0 = offsets[b], n = offsets[b + 1] - r0;
     if (n == 0) return;
     expert(b % E_, grads_[size_t(b / E_)])
         .backward(dy + r0 * l_, xg_ + r0 * l_, n, a_.data() + r0 * ed_, b_.data() + r0 * ed_,

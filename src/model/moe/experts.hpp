@@ -27,10 +27,12 @@ class GroupedExperts {
   // grads: one set per source (empty: the bound gradients, one source).
   GroupedExperts(const Binder<T>& bind, const ModelConfig& c, int64_t layer, i64 max_rows,
                  std::vector<ExpertGrads<T>> grads = {});
-  // Block b computes rows offsets[b] .. offsets[b+1] of xg [rows, ℓ]; writes y: [rows, ℓ].
-  void forward(const int64_t* offsets, i64 blocks, const T* xg, T* y);
+  // Block b computes rows offsets[b] .. offsets[b+1] of xg [rows, ℓ]; writes y: [rows, ℓ]. Only
+  // blocks [first, last) (the rows that have arrived, ExpertRows): a forward is one or more
+  // calls over disjoint ranges that cover the blocks, and so is a backward.
+  void forward(const int64_t* offsets, i64 blocks, const T* xg, T* y, i64 first, i64 last);
   // dy: [rows, ℓ] → dxg (overwritten). scratch: 3·rows·expert_dim.
-  void backward(const int64_t* offsets, i64 blocks, const T* dy, T* dxg, T* scratch);
+  void backward(const int64_t* offsets, const T* dy, T* dxg, T* scratch, i64 first, i64 last);
   i64 local_experts() const { return E_; }
 
  private:

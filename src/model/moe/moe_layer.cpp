@@ -61,6 +61,19 @@ i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows, int ranks) {
 }
 
 template <class T>
+template <class F>
+void MoELayer<T>::over_blocks(F&& f) {
+  const ExpertRows<T>& x = rows_at_experts_;
+  f(x.here_begin, x.here_end);  // while the other ranks' rows are on their way
+  {
+    const profile::Scope ps("moe.dispatch");
+    dispatcher_->await();
+  }
+  if (x.here_begin > 0) f(i64(0), x.here_begin);
+  if (x.here_end < x.blocks) f(x.here_end, x.blocks);
+}
+
+template <class T>
 void MoELayer<T>::forward(const T* x, T* out, i64 rows, const Dispatch& dispatch) {
   x_ = x;
   rows_ = rows;
@@ -76,8 +89,10 @@ void MoELayer<T>::forward(const T* x, T* out, i64 rows, const Dispatch& dispatch
   }
   {
     const profile::Scope ps("moe.experts.forward");
-    experts_.forward(rows_at_experts_.offsets, rows_at_experts_.blocks, rows_at_experts_.input,
-                     rows_at_experts_.output);
+    const ExpertRows<T>& x = rows_at_experts_;
+    over_blocks([&](i64 first, i64 last) {
+      experts_.forward(x.offsets, x.blocks, x.input, x.output, first, last);
+    });
   }
   T* R = r_.data();
   {
@@ -107,7 +122,9 @@ void MoELayer<T>::backward(const T* dout, T* dx, Arena<T>& arena) {
   }
   {
     const profile::Scope ps("moe.experts.backward");
-    experts_.backward(rows_at_experts_.offsets, rows_at_experts_.blocks, dyg, dxg, scratch);
+    over_blocks([&](i64 first, i64 last) {
+      experts_.backward(rows_at_experts_.offsets, dyg, dxg, scratch, first, last);
+    });
   }
   {
     const profile::Scope ps("moe.dispatch");

@@ -52,6 +52,10 @@ class MoELayer {
   Weight<T> down_, norm_, up_;
   Router<T> router_;
   std::unique_ptr<TokenDispatcher<T>> dispatcher_;
+  // Runs f(first, last) over the blocks at the experts: first those already here, then, after
+  // the dispatcher's await(), the rest (docs/distributed.md, "Overlap").
+  template <class F>
+  void over_blocks(F&& f);
   GroupedExperts<T> experts_;
   ExpertRows<T> rows_at_experts_;
   const T* x_ = nullptr;

@@ -7,6 +7,7 @@
 #include "core/timer.hpp"
 #include "kernels/moe.hpp"
 #include "parallel/comm.hpp"
+#include "parallel/comm_thread.hpp"
 
 namespace marin {
 
@@ -25,7 +26,7 @@ ExpertRows<T> LocalDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 
   plan_.build(r.expert.data(), rows, d, capacity_factor);
   const i64 kept = plan_.kept, l = l_;
   kernels::moe_permute(z, plan_.row_token.data(), xg_.data(), kept, l);
-  return {plan_.offsets.data(), plan_.E, kept, xg_.data(), yg_.data()};
+  return {plan_.offsets.data(), plan_.E, kept, xg_.data(), yg_.data(), 0, plan_.E};
 }
 
 template <class T>
@@ -71,34 +72,62 @@ AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, pa
 }
 
 template <class T>
+void AllToAllDispatcher<T>::run(std::function<void()> job) {
+  if (!thread_) {
+    const Timer t;
+    job();
+    traffic_.seconds += t.seconds();
+    return;
+  }
+  // Waits for the jobs before it too (the backward's gradient sums): time the compute waited.
+  traffic_.seconds += thread_->wait(thread_->submit(std::move(job)));
+}
+
+template <class T>
 void AllToAllDispatcher<T>::exchange(const T* send, T* recv, bool forward) {
-  const Timer t;
-  if (forward)
-    ep_.alltoallv(send, send_elems_.data(), send_displs_.data(), recv, recv_elems_.data(),
-                  recv_displs_.data());
-  else
-    ep_.alltoallv(send, recv_elems_.data(), recv_displs_.data(), recv, send_elems_.data(),
-                  send_displs_.data());
-  const auto& out = forward ? send_elems_ : recv_elems_;
+  MARIN_CHECK(pending_ == 0, "all-to-all: an exchange started before the last one was awaited");
+  const int64_t *sc = send_elems_.data(), *sd = send_displs_.data();
+  const int64_t *rc = recv_elems_.data(), *rd = recv_displs_.data();
+  if (!forward) std::swap(sc, rc), std::swap(sd, rd);
+  const size_t me = size_t(ep_.rank());
   // seam: adds up the bytes sent (integers)
-  for (size_t q = 0; q < out.size(); ++q)
-    if (int(q) != ep_.rank()) traffic_.bytes += out[q] * int64_t(sizeof(T));
-  traffic_.seconds += t.seconds();
+  for (size_t q = 0; q < send_elems_.size(); ++q)
+    if (q != me) traffic_.bytes += sc[q] * int64_t(sizeof(T));
+  if (!thread_ || !forward) {  // the reverse way, nothing computes meanwhile
+    run([=, this] { ep_.alltoallv(send, sc, sd, recv, rc, rd); });
+    return;
+  }
+  // Towards the owners: this rank's own rows at once (the experts start on them), the others' on
+  // the thread, which sends nothing to this rank and receives nothing from it.
+  std::copy_n(send + sd[me], sc[me], recv + rd[me]);
+  others_send_.assign(sc, sc + send_elems_.size());
+  others_recv_.assign(rc, rc + recv_elems_.size());
+  others_send_[me] = others_recv_[me] = 0;
+  const int64_t *osc = others_send_.data(), *orc = others_recv_.data();
+  pending_ = thread_->submit([=, this] { ep_.alltoallv(send, osc, sd, recv, orc, rd); });
+}
+
+template <class T>
+void AllToAllDispatcher<T>::await() {
+  if (pending_) traffic_.seconds += thread_->wait(pending_);
+  pending_ = 0;
 }
 
 template <class T>
 ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 rows,
                                               const Dispatch& d, double capacity_factor) {
   // 1. The local plan: kept assignments grouped by global expert, hence by owner rank.
+  MARIN_CHECK(pending_ == 0, "all-to-all: a dispatch before the last exchange was awaited");
   sent_ = local_.dispatch(r, z, rows, d, capacity_factor);
+  thread_ = d.thread;
   const int P = ep_.size();
   const int64_t* off = sent_.offsets;
   for (i64 e = 0; e < P * E_loc_; ++e) send_counts_[size_t(e)] = off[e + 1] - off[e];
   // 2. Counts: each owner learns how many rows of each of its experts every sender has.
-  const Timer t;
-  ep_.alltoallv(send_counts_.data(), count_n_.data(), count_at_.data(), recv_counts_.data(),
-                count_n_.data(), count_at_.data());
-  traffic_.seconds += t.seconds();
+  run([this] {
+    ep_.alltoallv(send_counts_.data(), count_n_.data(), count_at_.data(), recv_counts_.data(),
+                  count_n_.data(), count_at_.data());
+  });
   traffic_.bytes += (P - 1) * E_loc_ * int64_t(sizeof(int64_t));
   // 3. Rows: block (source s, local expert e) arrives at blocks_[s·E_loc + e], source-major.
   blocks_[0] = 0;
@@ -114,7 +143,11 @@ ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i
   MARIN_CHECK(received * l_ <= i64(received_x_.size()), "all-to-all: {} rows exceed the workspace",
               received);
   exchange(sent_.input, received_x_.data(), /*forward=*/true);
-  return {blocks_.data(), i64(P) * E_loc_, received, received_x_.data(), received_y_.data()};
+  const i64 blocks = i64(P) * E_loc_, me = ep_.rank();
+  ExpertRows<T> x{blocks_.data(), blocks, received, received_x_.data(), received_y_.data()};
+  x.here_begin = thread_ ? me * E_loc_ : 0;  // a thread: only this rank's own blocks so far
+  x.here_end = thread_ ? (me + 1) * E_loc_ : blocks;
+  return x;
 }
 
 template <class T>

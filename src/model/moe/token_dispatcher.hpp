@@ -13,6 +13,13 @@
 // all-to-all), sends each row to the rank of its expert and receives the rows for its own experts
 // (all-to-all-v), and sends the outputs back by the reverse exchange; backward reuses the same
 // counts in the opposite directions. The experts see only their local rows either way.
+//
+// Overlap (docs/distributed.md, "Overlap"): given a communication thread (Dispatch::thread), the
+// exchanges towards the experts (dispatch's rows, combine_backward's output gradients) run there
+// while the experts compute the blocks this rank sent itself, which a local copy brings at once;
+// await() then waits for the other ranks' rows. Every block is one independent product either
+// way, so the bits do not change.
+#include <functional>
 #include <memory>
 
 #include "core/arena.hpp"
@@ -25,7 +32,8 @@ namespace marin {
 
 // The experts' view of a dispatch: block b (local expert b mod E_loc, from source b div E_loc)
 // computes rows offsets[b] .. offsets[b+1] of input; it writes its outputs to the same rows of
-// output.
+// output. Blocks [here_begin, here_end) are in `input` when dispatch() returns (and their output
+// gradients when combine_backward() does); the others once await() has returned.
 template <class T>
 struct ExpertRows {
   const int64_t* offsets = nullptr;  // [blocks + 1]
@@ -33,6 +41,7 @@ struct ExpertRows {
   int64_t rows = 0;
   const T* input = nullptr;
   T* output = nullptr;
+  int64_t here_begin = 0, here_end = 0;
 };
 
 // Time in and bytes sent by this rank's exchanges with other ranks.
@@ -55,6 +64,9 @@ class TokenDispatcher {
   virtual const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) = 0;
   // The gradient of the experts' input rows → dz: [rows, ℓ] (overwritten).
   virtual void dispatch_backward(const T* dinput, T* dz) = 0;
+  // Waits for the rows (or, in the backward, the output gradients) of the blocks outside
+  // [here_begin, here_end) (ExpertRows).
+  virtual void await() {}
   // Which assignments were kept, and the drop counts (health metrics).
   virtual const DispatchPlan& plan() const = 0;
   // A training step of `tokens` tokens begins (capacity over the step: DispatchPlan::begin_step).
@@ -94,8 +106,10 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
   void combine(const Routing<T>& r, T* R) override;
   const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) override;
   void dispatch_backward(const T* dinput, T* dz) override;
+  void await() override;
   const DispatchPlan& plan() const override { return local_.plan(); }
   void begin_step(i64 tokens) override { local_.begin_step(tokens); }
+  // seconds: what the compute waited for the exchanges (all of their time without a thread).
   DispatchTraffic take_traffic() override;
   // The most rows one rank's experts can receive in a forward: every assignment of every rank.
   static i64 max_received(const ModelConfig& c, i64 max_rows, int ranks) {
@@ -103,9 +117,15 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
   }
 
  private:
-  // Rows (ℓ each) from the sender's expert order to the owners (forward) or back (reverse).
+  // Rows (ℓ each) from the sender's expert order to the owners (forward) or back (reverse), on
+  // the communication thread when there is one. Towards the owners with a thread, the exchange
+  // is left running without this rank's own rows (copied here at once) until await().
   void exchange(const T* send, T* recv, bool forward);
+  void run(std::function<void()> job);  // on the thread, waiting for it; or here
   parallel::Comm& ep_;
+  parallel::CommThread* thread_ = nullptr;          // the forward's Dispatch::thread
+  uint64_t pending_ = 0;                            // the ticket of the exchange await() waits for
+  std::vector<int64_t> others_send_, others_recv_;  // an exchange's counts, 0 for this rank
   i64 l_ = 0, E_loc_ = 0;
   LocalDispatcher<T> local_;  // the plan, the gather into expert order and the weighted sums
   ExpertRows<T> sent_;        // the local dispatch: rows in the order of their (global) expert
