@@ -53,4 +53,10 @@ void require_agreement(Comm& c, const nlohmann::json& settings, std::string_view
          what, names);
 }
 
+void agree_on_error(Comm& c, const std::string& error, std::string_view what) {
+  const std::vector<std::string> all = c.allgather(error);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) fail("{}: rank {} of {} failed: {}", what, r, all.size(), all[r]);
+}
+
 }  // namespace marin::parallel

@@ -19,4 +19,10 @@ namespace marin::parallel {
 // A collective: every rank of `c` must call it. Costs one broadcast and one small allreduce.
 void require_agreement(Comm& c, const nlohmann::json& settings, std::string_view what);
 
+// Where each rank did its own part of a collective step (wrote its shard, read its pieces): every
+// rank learns whether each succeeded, and an error anywhere ("" on a rank that succeeded) becomes
+// the same marin::Error everywhere, naming the first rank that failed and what it said:
+//   `WHAT: rank 1 of 4 failed: MESSAGE`. A collective (one allgather of the messages).
+void agree_on_error(Comm& c, const std::string& error, std::string_view what);
+
 }  // namespace marin::parallel

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -24,8 +25,10 @@
 #include "model/config.hpp"
 #include "report/task_scores.hpp"
 #include "scaling/forecast.hpp"
+#include "train/checkpoint.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/safetensors.hpp"
+#include "train/sharded_checkpoint.hpp"
 
 namespace marin::report {
 namespace fs = std::filesystem;
@@ -37,7 +40,8 @@ bool charts_available() {
 
 namespace {
 
-// Largest model.safetensors whose router biases the report reads (the whole file is parsed).
+// Largest model.safetensors whose router biases the report reads (the whole file is parsed; of a
+// sharded checkpoint, three times this over all its shards: parameters, m and v).
 constexpr uintmax_t kMaxBiasFileBytes = 1ull << 30;
 
 // Every numeric leaf of a metrics line, by its dotted path ("lr.adam", "router.3.entropy",
@@ -114,6 +118,53 @@ json metric_columns(const std::string& path, int max_points, json& last_eval, bo
   return cols;
 }
 
+// max − min of each layer's router biases (QB state), from `bias(l)` (null once a layer has none).
+json bias_spread(int64_t layers, const std::function<const std::vector<float>*(int64_t)>& bias) {
+  json spread = json::array();
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::vector<float>* b = bias(l);
+    if (!b) break;
+    const auto [lo, hi] = std::minmax_element(b->begin(), b->end());
+    spread.push_back(b->empty() ? 0.0 : double(*hi - *lo));
+  }
+  return spread;
+}
+
+std::string bias_name(int64_t layer) {
+  return fmt::format("layers.{}.moe.router_bias", layer);
+}
+
+// A full checkpoint: its model.safetensors' size and bias spread.
+void full_biases(const fs::path& model, int64_t layers, json& c) {
+  if (!fs::exists(model)) return;
+  c["bytes"] = fs::file_size(model);
+  if (fs::file_size(model) > kMaxBiasFileBytes) return;
+  const SafetensorsFile f = read_safetensors(model.string());
+  c["bias_spread"] = bias_spread(layers, [&](int64_t l) -> const std::vector<float>* {
+    return f.contains(bias_name(l)) ? &f.at(bias_name(l)).data : nullptr;
+  });
+}
+
+// A sharded checkpoint: its shard files' size (parameters and optimizer state) and the bias
+// spread, reading only the shards that hold the biases.
+void sharded_biases(const std::string& dir, int64_t layers, json& c) {
+  const json st = load_json(dir + "/state.json");
+  uintmax_t bytes = 0;
+  for (const std::string& f : sharded_files(st, dir)) bytes += fs::file_size(dir + "/" + f);
+  c["bytes"] = bytes;
+  if (bytes > 3 * kMaxBiasFileBytes) return;
+  const ParamTable table(load_config(dir));
+  std::vector<std::vector<float>> biases;
+  std::vector<StateTarget> want;
+  for (int64_t l = 0; l < layers && table.find(bias_name(l)); ++l)
+    biases.emplace_back(size_t(table.at(bias_name(l)).size));
+  for (size_t l = 0; l < biases.size(); ++l)
+    want.push_back({bias_name(int64_t(l)), 0, int64_t(biases[l].size()), biases[l].data()});
+  load_sharded_state(dir, table, want);
+  c["bias_spread"] = bias_spread(
+      layers, [&](int64_t l) { return size_t(l) < biases.size() ? &biases[size_t(l)] : nullptr; });
+}
+
 // The run's checkpoints, oldest first, with their step and the QB bias spread of every layer.
 json checkpoints(const std::string& run, int64_t layers) {
   json out = json::array();
@@ -128,22 +179,10 @@ json checkpoints(const std::string& run, int64_t layers) {
       c["threads"] = json_value(st, "threads", 0, path);
       if (st.contains("lineage") && !st["lineage"].is_null()) c["lineage"] = st["lineage"];
     }
-    const fs::path model = p / "model.safetensors";
-    if (fs::exists(model)) {
-      c["bytes"] = fs::file_size(model);
-      if (fs::file_size(model) <= kMaxBiasFileBytes) {
-        const SafetensorsFile f = read_safetensors(model.string());
-        json spread = json::array();
-        for (int64_t l = 0; l < layers; ++l) {
-          const std::string name = fmt::format("layers.{}.moe.router_bias", l);
-          if (!f.contains(name)) break;
-          const auto& b = f.at(name).data;
-          const auto [lo, hi] = std::minmax_element(b.begin(), b.end());
-          spread.push_back(b.empty() ? 0.0 : double(*hi - *lo));
-        }
-        c["bias_spread"] = spread;
-      }
-    }
+    if (is_sharded_checkpoint(p.string()))
+      sharded_biases(p.string(), layers, c);
+    else
+      full_biases(p / "model.safetensors", layers, c);
     out.push_back(std::move(c));
   }
   return out;

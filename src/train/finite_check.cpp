@@ -39,20 +39,22 @@ int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, parallel
   return -1;
 }
 
+void require_finite_tensor(const std::string& name, const float* x, int64_t n,
+                           const std::string& what, bool allow) {
+  int64_t bad = 0;
+  for (int64_t k = 0; k < n; ++k) bad += !std::isfinite(x[k]);
+  if (bad == 0) return;
+  const std::string msg =
+      fmt::format("{}: tensor '{}' holds {} non-finite value{} (NaN or Inf) of {}", what, name, bad,
+                  bad > 1 ? "s" : "", n);
+  if (!allow) fail("{} (--allow-nonfinite loads it anyway, for forensics)", msg);
+  fmt::print(stderr, "marin: warning: {}\n", msg);
+}
+
 void require_finite_params(const ParamTable& table, const float* params, const std::string& what,
                            bool allow) {
-  const auto& ps = table.params();
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const ParamInfo& p = ps[i];
-    int64_t bad = 0;
-    for (int64_t k = 0; k < p.size; ++k) bad += !std::isfinite(params[p.offset + k]);
-    if (bad == 0) continue;
-    const std::string msg =
-        fmt::format("{}: tensor '{}' holds {} non-finite value{} (NaN or Inf) of {}", what, p.name,
-                    bad, bad > 1 ? "s" : "", p.size);
-    if (!allow) fail("{} (--allow-nonfinite loads it anyway, for forensics)", msg);
-    fmt::print(stderr, "marin: warning: {}\n", msg);
-  }
+  for (const ParamInfo& p : table.params())
+    require_finite_tensor(p.name, params + p.offset, p.size, what, allow);
 }
 
 void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m, const Buffer<float>& v,

@@ -28,6 +28,9 @@ int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, parallel
 // Inf, unless `allow` (the loaders' --allow-nonfinite, for forensics), which only warns.
 void require_finite_params(const ParamTable& table, const float* params, const std::string& what,
                            bool allow = false);
+// The same for one tensor's elements x[0..n) (a run of it, as a sharded load reads).
+void require_finite_tensor(const std::string& name, const float* x, int64_t n,
+                           const std::string& what, bool allow = false);
 
 // What one update changes, kept so that a non-finite update can be undone: the full parameters
 // (every rank holds them) and this rank's optimizer shard of m and v.

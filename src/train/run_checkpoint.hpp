@@ -48,8 +48,10 @@ std::string checkpoint_file_hash(const std::string& path);
 // Reads a checkpoint directory's state.json (checksums are verified by load_run_checkpoint).
 RunState read_run_state(const std::string& ckpt_dir);
 // Verifies a checkpoint's files against the checksums its state.json records (refusing a missing
-// or mismatched one, naming the file).
-void verify_run_checkpoint(const std::string& ckpt_dir);
+// or mismatched one, naming the file). `hash_only`: every file must still be listed, but only these
+// are read and hashed (a sharded load reads the shards it needs).
+void verify_run_checkpoint(const std::string& ckpt_dir,
+                           const std::vector<std::string>* hash_only = nullptr);
 // Loads model parameters and optimizer state in the full layout of `table` from a checkpoint
 // directory of either layout (a sharded one is assembled: sharded_checkpoint.hpp), verifying
 // checksums and refusing non-finite values (naming the tensor). Every rank reads the same files

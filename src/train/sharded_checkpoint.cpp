@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "parallel/agreement.hpp"
 #include "train/finite_check.hpp"
 #include "train/run_state_check.hpp"
 #include "train/safetensors.hpp"
@@ -80,14 +81,6 @@ json write_own_shard(const std::string& tmp, const RunState& state, const ParamT
           {"xxh64", checkpoint_file_hash(tmp + "/" + file)}};
 }
 
-// Every rank learns whether each rank succeeded; an error anywhere becomes an error everywhere,
-// naming the first rank that failed and what it said.
-void agree(parallel::Comm& comm, const std::string& error, const std::string& what) {
-  const std::vector<std::string> all = comm.allgather(error);
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) fail("{}: rank {} of {} failed: {}", what, r, all.size(), all[r]);
-}
-
 // The pieces of each tensor, from the manifest, checked to cover it exactly once.
 struct Placed {
   std::string file;
@@ -142,7 +135,7 @@ std::string save_sharded_checkpoint(const std::string& run_dir, const RunState& 
       error = e.what();
     }
   }
-  agree(comm, error, what);  // also: no rank writes before the directory exists
+  parallel::agree_on_error(comm, error, what);  // also: no rank writes before the directory exists
   comm.broadcast(tmp);
   json entry;
   try {
@@ -150,7 +143,7 @@ std::string save_sharded_checkpoint(const std::string& run_dir, const RunState& 
   } catch (const Error& e) {
     error = e.what();
   }
-  agree(comm, error, what);
+  parallel::agree_on_error(comm, error, what);
   const std::vector<std::string> entries = comm.allgather(entry.dump());
   std::string dir;
   if (comm.is_root()) {
@@ -177,7 +170,7 @@ std::string save_sharded_checkpoint(const std::string& run_dir, const RunState& 
       error = e.what();
     }
   }
-  agree(comm, error, what);
+  parallel::agree_on_error(comm, error, what);
   comm.broadcast(dir);
   return dir;
 }
@@ -209,39 +202,71 @@ std::vector<std::string> sharded_files(const json& state, const std::string& dir
   return files;
 }
 
-void load_sharded_checkpoint(const std::string& dir, const ParamTable& full, float* params,
-                             float* m, float* v, bool allow_nonfinite) {
-  verify_run_checkpoint(dir);
+namespace {
+
+// One copy of a load: the elements [begin, end) of a target's tensor, from the stored piece
+// [piece_begin, piece_end).
+struct Copy {
+  int64_t piece_begin = 0, piece_end = 0, begin = 0, end = 0;
+  const StateTarget* target = nullptr;
+};
+
+// The finite check of what one target received.
+void require_finite_target(const std::string& dir, const StateTarget& t, bool allow_nonfinite) {
+  const int64_t n = t.end - t.begin;
+  if (t.params) require_finite_tensor(t.tensor, t.params, n, dir, allow_nonfinite);
+  for (const auto& [kind, x] : {std::pair{"m", t.m}, std::pair{"v", t.v}})
+    if (x && any_nonfinite(x, n))
+      fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", dir, kind, t.tensor);
+}
+
+}  // namespace
+
+void load_sharded_state(const std::string& dir, const ParamTable& full,
+                        const std::vector<StateTarget>& want, bool allow_nonfinite) {
   const json st = read_state_json(dir);
+  std::map<std::string, std::vector<Placed>> by_tensor;
   try {
-    check_coverage(dir, st, full);
+    by_tensor = check_coverage(dir, st, full);
   } catch (const json::exception& e) {
     fail("{}/state.json: shards: missing or malformed: {}", dir, e.what());
   }
-  for (const std::string& file : sharded_files(st, dir)) {
+  // Which stored pieces each target overlaps, by file.
+  std::map<std::string, std::vector<Copy>> by_file;
+  for (const StateTarget& t : want) {
+    if (!full.find(t.tensor)) fail("{}: tensor '{}' is not part of this model", dir, t.tensor);
+    for (const Placed& p : by_tensor.at(t.tensor)) {
+      const int64_t b = std::max(p.begin, t.begin), e = std::min(p.end, t.end);
+      if (b < e) by_file[p.file].push_back({p.begin, p.end, b, e, &t});
+    }
+  }
+  std::vector<std::string> reading;
+  for (const auto& [file, copies] : by_file) reading.push_back(file);
+  verify_run_checkpoint(dir, &reading);
+  for (const auto& [file, copies] : by_file) {
     const SafetensorsFile f = read_safetensors(dir + "/" + file);
-    for (const json& shard : st.at("shards")) {
-      if (shard.at("file") != file) continue;
-      for (const json& p : shard.at("pieces")) {
-        const std::string name = p.at("tensor").get<std::string>();
-        const int64_t b = p.at("begin").get<int64_t>(), e = p.at("end").get<int64_t>();
-        const int64_t at = full.at(name).offset + b;
-        for (const auto& [kind, out] :
-             {std::pair{"params", params}, std::pair{"m", m}, std::pair{"v", v}}) {
-          if (!out) continue;
-          const Tensor& t = f.at(piece_key(kind, name, b, e), std::vector<int64_t>{e - b});
-          std::copy(t.data.begin(), t.data.end(), out + at);
-        }
+    for (const Copy& c : copies) {
+      const StateTarget& t = *c.target;
+      for (const auto& [kind, out] :
+           {std::pair{"params", t.params}, std::pair{"m", t.m}, std::pair{"v", t.v}}) {
+        if (!out) continue;
+        const Tensor& x = f.at(piece_key(kind, t.tensor, c.piece_begin, c.piece_end),
+                               std::vector<int64_t>{c.piece_end - c.piece_begin});
+        std::copy(x.data.begin() + (c.begin - c.piece_begin),
+                  x.data.begin() + (c.end - c.piece_begin), out + (c.begin - t.begin));
       }
     }
   }
-  require_finite_params(full, params, dir, allow_nonfinite);
-  const parallel::Range all{0, full.total()};
-  for (const auto& [kind, x] : {std::pair{"m", m}, std::pair{"v", v}})
-    if (x)
-      if (const int64_t bad = first_nonfinite_tensor(full, x, all); bad >= 0)
-        fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", dir, kind,
-             full.params()[size_t(bad)].name);
+  for (const StateTarget& t : want) require_finite_target(dir, t, allow_nonfinite);
+}
+
+void load_sharded_checkpoint(const std::string& dir, const ParamTable& full, float* params,
+                             float* m, float* v, bool allow_nonfinite) {
+  std::vector<StateTarget> all;
+  auto at = [](float* x, int64_t offset) { return x ? x + offset : nullptr; };
+  for (const ParamInfo& t : full.params())
+    all.push_back({t.name, 0, t.size, params + t.offset, at(m, t.offset), at(v, t.offset)});
+  load_sharded_state(dir, full, all, allow_nonfinite);
 }
 
 }  // namespace marin

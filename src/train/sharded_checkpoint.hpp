@@ -9,10 +9,11 @@
 // tensor's global shape, each shard file's pieces and xxh64, and (as in the full layout) the step,
 // options, data position and lineage; the QB biases are parameters like any other.
 //
-// Loading reshards: the pieces of every file are placed into the full layout, which must be
-// covered exactly once (a missing or doubled slice is an error naming the tensor and the slice),
-// and each rank then takes its part as from a full checkpoint — so a sharded checkpoint resumes at
-// any rank count and --ep, bit-identically.
+// Loading reshards: the manifest's pieces must cover the full layout exactly once (a missing or
+// doubled slice is an error naming the tensor and the slice), and a reader names the runs of the
+// full tensors it wants (a resuming rank: what it holds; export and the other readers: everything)
+// and gets the overlap of each stored piece, reading only the files that hold one — so a sharded
+// checkpoint resumes at any rank count and --ep, bit-identically.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -56,10 +57,26 @@ bool is_sharded_checkpoint(const std::string& dir);
 // malformed).
 std::vector<std::string> sharded_files(const nlohmann::json& state, const std::string& dir);
 
-// Assembles the full layout of `full` from a sharded checkpoint: `params` always, m and v when not
-// null (each full.total() elements). Checksums are verified, the pieces must cover every tensor
-// exactly once, and non-finite values are refused by tensor (parameters allowed with a warning
-// when `allow_nonfinite`).
+// Where a rank loading a checkpoint wants a run of one tensor's elements: elements [begin, end)
+// of the full tensor `tensor` go to params, m and v (each may be null: not wanted).
+struct StateTarget {
+  std::string tensor;
+  int64_t begin = 0, end = 0;
+  float* params = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+};
+
+// Reads from a sharded checkpoint the runs `want` names, and nothing else: only the shard files
+// holding a piece of them are read, and their checksums verified (so each rank of a resumed run
+// reads about its own part, not the whole state). The manifest must cover every tensor exactly
+// once (a missing or doubled slice is an error naming the tensor and the slice), and non-finite
+// values are refused by tensor (parameters allowed with a warning when `allow_nonfinite`).
+void load_sharded_state(const std::string& dir, const ParamTable& full,
+                        const std::vector<StateTarget>& want, bool allow_nonfinite = false);
+
+// The whole of the full layout of `full`: `params` always, m and v when not null (each
+// full.total() elements), by load_sharded_state.
 void load_sharded_checkpoint(const std::string& dir, const ParamTable& full, float* params,
                              float* m, float* v, bool allow_nonfinite = false);
 

@@ -186,6 +186,12 @@ FullState StepEngine::gather_full_state() {
   return s;
 }
 
+int64_t StepEngine::full_element_base(const ParamInfo& p) const {
+  // Local element i of tensor p is element base + i of the full tensor (take_shard's rule).
+  const ParamInfo& f = full_table_->at(p.name);
+  return (p.routed_expert ? p.first_expert * (f.size / f.num_mats) : 0) - p.offset;
+}
+
 std::vector<StatePiece> StepEngine::state_pieces() {
   std::vector<StatePiece> out;
   const ParamTable& local = model_->table();
@@ -197,13 +203,39 @@ std::vector<StatePiece> StepEngine::state_pieces() {
     for (const ParamInfo& p : local.params()) {
       const int64_t b = std::max(own.begin, p.offset), e = std::min(own.end, p.offset + p.size);
       if (b >= e) continue;
-      // Where this tensor's local elements sit in the full one (take_shard's rule).
-      const ParamInfo& f = full_table_->at(p.name);
-      const int64_t at = (p.routed_expert ? p.first_expert * (f.size / f.num_mats) : 0) - p.offset;
+      const int64_t at = full_element_base(p);
       out.push_back({p.name, at + b, at + e, params + b, m + (b - own.begin), v + (b - own.begin)});
     }
   }
   return out;
+}
+
+void StepEngine::load_sharded_state(const std::string& dir) {
+  const ParamTable& local = model_->table();
+  std::vector<StateTarget> want;
+  // The elements of tensor p inside `run` (of the local flat buffer): x[i] receives local element
+  // run.begin + i of whichever of params, m, v x is.
+  auto add = [&](const ParamInfo& p, parallel::Range run, float* params, float* m, float* v) {
+    const int64_t b = std::max(run.begin, p.offset), e = std::min(run.end, p.offset + p.size);
+    if (b >= e) return;
+    const int64_t at = full_element_base(p), skip = b - run.begin;
+    auto from = [skip](float* x) { return x ? x + skip : nullptr; };
+    want.push_back({p.name, at + b, at + e, from(params), from(m), from(v)});
+  };
+  const parallel::Range dense{0, local.expert_begin()},
+      experts{local.expert_begin(), local.total()};
+  const parallel::Range held = shards_ ? shards_->own() : dense;  // of the dense parameters
+  float* params = model_->params().data();
+  for (const ParamInfo& p : local.params()) {
+    add(p, held, params + held.begin, nullptr, nullptr);
+    add(p, experts, params + experts.begin, nullptr, nullptr);
+  }
+  for (const Optimizer::Region& r : optimizer_->regions())
+    for (const ParamInfo& p : local.params())
+      add(p, r.own(), nullptr, optimizer_->local_m().data() + r.state_at,
+          optimizer_->local_v().data() + r.state_at);
+  marin::load_sharded_state(dir, *full_table_, want);
+  if (shards_) shards_->release_all();
 }
 
 LossStats StepEngine::forward_backward(bool backward) {

@@ -82,6 +82,10 @@ class StepEngine {
   // runs of the table it updates (its optimizer shard of each region), in the full layout's terms.
   // Over all ranks they cover the full layout exactly once.
   std::vector<StatePiece> state_pieces();
+  // Loads a sharded checkpoint reading only what this rank holds: the parameters of its table
+  // (under --shard-params its run of the dense region) and its optimizer shards' m and v. Not
+  // collective: a rank's error is its own (Trainer::start_from makes it every rank's).
+  void load_sharded_state(const std::string& dir);
   // One optimizer step (collective) on the next global batch of `data`; `step` is the number of
   // steps completed before it (the schedule's position, the testing aids' step).
   StepResult step(BatchSource& data, int64_t step);
@@ -133,6 +137,8 @@ class StepEngine {
   std::unique_ptr<parallel::ExactSum> grad_sum_;
   // --shard-params over more than one rank: the dense parameters, gathered unit by unit.
   std::unique_ptr<ShardedParams> shards_;
+  // Local element i of tensor p (of this rank's table) is element base + i of the full tensor.
+  int64_t full_element_base(const ParamInfo& p) const;
   // --shard-params: gives back the gradient pages of `r` outside this rank's shard (summed).
   void release_gradients(parallel::Range r);
   // --overlap under MPI: runs grad_sum_'s ranges during the last backward, and under --ep the

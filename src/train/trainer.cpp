@@ -131,9 +131,22 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
 }
 
 void Trainer::start_from(const ResumePoint& p) {
-  Buffer<float> params, m, v;
-  CheckpointStore::load(p.dir, engine_->full_table(), params, m, v);
-  engine_->load_full_state(params.data(), m.data(), v.data());
+  if (is_sharded_checkpoint(p.dir)) {
+    // Each rank reads only its part, so a damaged shard is first one rank's error: it becomes
+    // every rank's, and the resume tries an older checkpoint on all of them alike.
+    std::string error;
+    try {
+      engine_->load_sharded_state(p.dir);
+    } catch (const Error& e) {
+      if (comm_->size() == 1) throw;
+      error = e.what();
+    }
+    parallel::agree_on_error(*comm_, error, "resume from " + p.dir);
+  } else {
+    Buffer<float> params, m, v;
+    CheckpointStore::load(p.dir, engine_->full_table(), params, m, v);
+    engine_->load_full_state(params.data(), m.data(), v.data());
+  }
   if (p.restore_data) {
     try {
       data_->restore(p.state.data_state);

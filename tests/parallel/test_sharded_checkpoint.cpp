@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "cli_util.hpp"
+#include "core/fileio.hpp"
+#include "report/report.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/run_state_check.hpp"
 
@@ -39,6 +41,10 @@ RunResult mpirun(int np, const std::string& args, const std::string& env = "") {
 // micro-batch 1: 8 micro-batches a step, so 1, 2, 4 and 8 ranks all compute the same step.
 const std::string kRun =
     "train --preset tiny --batch 8 --micro-batch 1 --steps 12 --seed 5 --keep-every 6 --rows ";
+
+// Sharded checkpoints every 2 steps, on top of which a test gives --steps.
+const std::string kEveryTwo =
+    "train --preset tiny --batch 8 --micro-batch 1 --seed 5 --ckpt-every 2 --ckpt-format sharded";
 
 // A copy of run `from` with everything after step 6 removed (checkpoints and metrics lines).
 std::string copy_at_step_6(const std::string& from, const std::string& to) {
@@ -220,10 +226,7 @@ TEST_F(ShardedCheckpoint, AMissingOrDoubledExpertSliceIsAnErrorNamingTheTensorAn
 // rank 0: also the one that publishes): the job fails, step 4 stays the latest complete
 // checkpoint, and a resume from it ends where the uninterrupted run does.
 TEST_F(ShardedCheckpoint, AKilledWriterLeavesTheLastCompleteCheckpointAndResumeLosesNothing) {
-  const std::string args =
-      "train --preset tiny --batch 8 --micro-batch 1 --steps 8 --seed 5 "
-      "--ckpt-every 2 --ckpt-format sharded --rows " +
-      str("rows.bin");
+  const std::string args = kEveryTwo + " --steps 8 --rows " + str("rows.bin");
   auto r = mpirun(2, args + " --out " + str("straight"));
   ASSERT_EQ(r.code, 0) << r.out;
   for (int victim : {1, 0}) {
@@ -240,6 +243,50 @@ TEST_F(ShardedCheckpoint, AKilledWriterLeavesTheLastCompleteCheckpointAndResumeL
     EXPECT_TRUE(final_checkpoint(run) == final_checkpoint(str("straight"))) << "rank " << victim;
     // The interrupted write's leftovers are gone with the next checkpoint.
     EXPECT_FALSE(fs::exists(run + "/checkpoints/step-00000006.tmp"));
+  }
+}
+
+// A rank reads only the shard files holding what it keeps. Resumed with --shard-params at the rank
+// count that wrote the checkpoint, rank 0 keeps exactly what rank 0 wrote: with rank 1's file
+// damaged, the resume's error is rank 1's alone (rank 0 never read that file), and every rank then
+// turns to the older checkpoint alike. Without --shard-params every rank keeps all the parameters,
+// so rank 0 reads (and refuses) the damaged file too.
+TEST_F(ShardedCheckpoint, EachRankReadsOnlyTheShardsOfWhatItKeeps) {
+  const std::string args = kEveryTwo + " --steps 6 --keep-every 2 --rows " + str("rows.bin");
+  auto r = mpirun(2, args + " --out " + str("partial"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string flag : {" --shard-params", ""}) {
+    const bool partial = !flag.empty();
+    const std::string run = str(partial ? "partial-damaged" : "partial-damaged-whole");
+    fs::copy(str("partial"), run, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    const std::string file = run + "/checkpoints/step-00000006/shard-00001-of-00002.safetensors";
+    std::string bytes = marin::read_file(file);
+    bytes[bytes.size() - 1] ^= 1;  // the last value's last bit
+    marin::write_file_atomic(file, bytes);
+    r = mpirun(2, "train --resume " + run + flag);
+    ASSERT_EQ(r.code, 0) << r.out;  // from step 4
+    EXPECT_NE(r.out.find("shard-00001-of-00002.safetensors: checksum mismatch"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("rank 0 of 2 failed") == std::string::npos, partial) << r.out;
+    EXPECT_EQ(r.out.find("rank 1 of 2 failed") != std::string::npos, partial) << r.out;
+    EXPECT_TRUE(final_checkpoint(run) == final_checkpoint(str("partial"))) << flag;
+  }
+}
+
+// `marin report` reads a sharded checkpoint too: its size (every shard file) and the QB bias
+// spread of each layer, the one-process run's exactly (the runs are bit-identical).
+TEST_F(ShardedCheckpoint, TheReportShowsItsSizeAndBiasSpread) {
+  const json one = json::parse(marin::report::report_data({str("one")}))["runs"][0]["checkpoints"];
+  const json four =
+      json::parse(marin::report::report_data({str("four")}))["runs"][0]["checkpoints"];
+  ASSERT_EQ(one.size(), four.size());
+  ASSERT_FALSE(four.empty());
+  for (size_t i = 0; i < four.size(); ++i) {
+    ASSERT_TRUE(four[i].contains("bias_spread")) << four[i].dump();
+    EXPECT_EQ(four[i]["bias_spread"], one[i]["bias_spread"]) << four[i]["name"];
+    EXPECT_GT(four[i]["bias_spread"].size(), 0u);
+    // Parameters, m and v: about three times the parameters alone.
+    EXPECT_GT(four[i]["bytes"].get<double>(), 2.9 * one[i]["bytes"].get<double>());
   }
 }
 
