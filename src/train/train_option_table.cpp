@@ -121,9 +121,10 @@ std::vector<TrainOption> run_options() {
      .on_resume = kYes, .help = "permanent checkpoint every N steps (0: none)",
      MEMBER(keep_every)},
     {.flag = "--ckpt-format", .key = "/ckpt_format", .kind = O::Choice,
-     .choices = {"full", "sharded"}, .optional = true, .on_resume = kYes,
+     .choices = {"auto", "full", "sharded"}, .optional = true, .on_resume = kYes,
      .help = "full: one model + optimizer file set, gathered on rank 0; sharded: every rank "
-             "writes its own shard (loads at any rank count and --ep)",
+             "writes its own shard; auto (default): full in one process, sharded over several "
+             "ranks (either loads at any rank count and --ep)",
      MEMBER(ckpt_format)},
     {.flag = "--eval-every", .key = "/eval_every", .kind = O::Int, .lo = 0, .hi = kSteps,
      .on_resume = kYes,

@@ -45,9 +45,10 @@ struct TrainOptions {
   std::string dtype = "auto";
   int64_t ckpt_every = 0;  // rolling checkpoint period (0: only at the end / on SIGINT)
   int64_t keep_every = 0;  // permanent checkpoint period (0: none)
-  // "full" (one file set in the one-process layout, gathered on rank 0) or "sharded" (every rank
-  // writes its own part: train/sharded_checkpoint.hpp). Both resume at any rank count.
-  std::string ckpt_format = "full";
+  // "full" (one file set in the one-process layout, gathered on rank 0), "sharded" (every rank
+  // writes its own part: train/sharded_checkpoint.hpp), or "auto": full in one process, sharded
+  // over several ranks. Every layout resumes at any rank count.
+  std::string ckpt_format = "auto";
   int64_t eval_every = 0;  // validation period (0: only at the end when validation data exists)
   int64_t eval_batches = 4;
   // Per-domain evaluation (marin eval's macro loss / BPB over every validation domain of the

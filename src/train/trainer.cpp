@@ -199,7 +199,9 @@ Trainer::~Trainer() = default;
 
 std::string Trainer::save_checkpoint() {
   const RunState st{step_, opt_, data_->state(), lineage_, kernels::compute_threads()};
-  if (opt_.ckpt_format == "sharded")  // collective, every rank writing its own part
+  const bool sharded =
+      opt_.ckpt_format == "sharded" || (opt_.ckpt_format == "auto" && comm_->size() > 1);
+  if (sharded)  // collective, every rank writing its own part
     return store_->write_sharded(st, engine_->full_table(), engine_->state_pieces(),
                                  {comm_->size(), engine_->ep()}, *comm_, opt_.keep_every);
   const FullState full = engine_->gather_full_state();  // collective

@@ -121,12 +121,6 @@ inline void write_rows(const std::string& path, int rows, int S = 64, uint32_t V
       .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
 }
 
-// The bytes of the newest checkpoint's model.safetensors of a run ("" when there is none).
-inline std::string final_weights(const std::string& run_dir) {
-  auto ckpt = marin::latest_checkpoint(run_dir);
-  return ckpt ? marin::read_file(*ckpt + "/model.safetensors") : std::string();
-}
-
 // The full-layout parameters and optimizer state of a checkpoint of either layout (a sharded one
 // assembled), for bit-for-bit comparisons.
 struct FullCheckpoint {
@@ -148,6 +142,15 @@ inline FullCheckpoint final_checkpoint(const std::string& run_dir) {
   auto ckpt = marin::latest_checkpoint(run_dir);
   if (!ckpt) throw std::runtime_error(run_dir + ": no checkpoint");
   return load_checkpoint(*ckpt);
+}
+
+// The bytes of the newest checkpoint's parameters in the full layout, whichever layout it was
+// written in (a run over several ranks writes sharded ones by default); "" when there is none.
+inline std::string final_weights(const std::string& run_dir) {
+  auto ckpt = marin::latest_checkpoint(run_dir);
+  if (!ckpt) return std::string();
+  const marin::Buffer<float> p = load_checkpoint(*ckpt).params;
+  return std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float));
 }
 
 // RUN/metrics.jsonl, one object per line.
