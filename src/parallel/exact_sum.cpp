@@ -14,6 +14,11 @@ namespace {
 int shift_of(double m, int head) {
   return 62 - head - (std::ilogb(m) + 1);
 }
+// The factor to fixed point (sign +1) or back to float (sign −1) of such a tensor; 0 for an
+// all-zero one (its sum is zero).
+double scale_of(double m, int head, int sign) {
+  return m == 0 ? 0.0 : std::ldexp(1.0, sign * shift_of(m, head));
+}
 // True when partial p holds all of tensor g.
 bool covers(const Segment& g, const Partial& p) {
   return g.offset >= p.covers.begin && g.offset + g.size <= p.covers.end;
@@ -60,8 +65,8 @@ bool ExactSum::reduce_here(std::span<const Partial> partials, int64_t units, Com
   std::vector<const float*> xs;
   for (size_t s = 0; s < segs_.size(); ++s) {
     const Segment& g = segs_[s];
-    const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s], head));
-    const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s], head));
+    const double scale = scale_of(max_[s], head, +1);
+    const double inv = scale_of(max_[s], head, -1);
     for (int64_t at = 0; at < g.size; at += kChunk) {
       const int64_t n = std::min(kChunk, g.size - at);
       xs.clear();
@@ -117,7 +122,7 @@ void ExactSum::sum_range(Range range, std::span<const Partial> partials, int64_t
     if (max_[s] != 0)  // all zero: the sum is zero
       for (const Partial& p : partials)
         if (covers(segs_[s], p)) xs.push_back(p.data + (segs_[s].offset - p.covers.begin));
-    const double scale = max_[s] == 0 ? 0.0 : std::ldexp(1.0, shift_of(max_[s], head));
+    const double scale = scale_of(max_[s], head, +1);
     kernels::fixed_point_sum(xs.data(), int(xs.size()), segs_[s].size, scale,
                              acc_.data() + segs_[s].offset);
   }
@@ -151,7 +156,7 @@ bool ExactSum::finish(float* out) {
       const int64_t b = std::max(own.begin, segs_[s].offset);
       const int64_t e = std::min(own.end, segs_[s].offset + segs_[s].size);
       if (b >= e) continue;
-      const double inv = max_[s] == 0 ? 0.0 : std::ldexp(1.0, -shift_of(max_[s], head_));
+      const double inv = scale_of(max_[s], head_, -1);
       kernels::fixed_point_to_float(acc_.data() + b, e - b, inv, out + b);
     }
   }
