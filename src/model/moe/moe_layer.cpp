@@ -63,14 +63,14 @@ i64 MoELayer<T>::scratch(const ModelConfig& c, i64 rows, int ranks) {
 template <class T>
 template <class F>
 void MoELayer<T>::over_blocks(F&& f) {
-  const ExpertRows<T>& x = rows_at_experts_;
-  f(x.here_begin, x.here_end);  // while the other ranks' rows are on their way
-  {
-    const profile::Scope ps("moe.dispatch");
-    dispatcher_->await();
+  for (;;) {
+    i64 first = 0, last = 0;
+    {
+      const profile::Scope ps("moe.dispatch");  // the wait for the part to arrive
+      if (!dispatcher_->next_part(first, last)) return;
+    }
+    f(first, last);  // while the next part is on its way
   }
-  if (x.here_begin > 0) f(i64(0), x.here_begin);
-  if (x.here_end < x.blocks) f(x.here_end, x.blocks);
 }
 
 template <class T>

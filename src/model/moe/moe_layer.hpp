@@ -52,8 +52,8 @@ class MoELayer {
   Weight<T> down_, norm_, up_;
   Router<T> router_;
   std::unique_ptr<TokenDispatcher<T>> dispatcher_;
-  // Runs f(first, last) over the blocks at the experts: first those already here, then, after
-  // the dispatcher's await(), the rest (docs/distributed.md, "Overlap").
+  // Runs f(first, last) over the blocks at the experts, part by part as the dispatcher's
+  // exchange brings them (TokenDispatcher::next_part; docs/distributed.md, "Overlap").
   template <class F>
   void over_blocks(F&& f);
   GroupedExperts<T> experts_;

@@ -26,7 +26,8 @@ ExpertRows<T> LocalDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 
   plan_.build(r.expert.data(), rows, d, capacity_factor);
   const i64 kept = plan_.kept, l = l_;
   kernels::moe_permute(z, plan_.row_token.data(), xg_.data(), kept, l);
-  return {plan_.offsets.data(), plan_.E, kept, xg_.data(), yg_.data(), 0, plan_.E};
+  handed_ = false;
+  return {plan_.offsets.data(), plan_.E, kept, xg_.data(), yg_.data()};
 }
 
 template <class T>
@@ -46,7 +47,15 @@ const T* LocalDispatcher<T>::combine_backward(const Routing<T>& r, const T* dR, 
   T* dyg = arena.take(plan_.kept * l + 1);
   kernels::moe_combine_bwd(dR, yg_.data(), r.weight.data(), plan_.slot_row.data(), dyg, dw, rows_,
                            K, l);
+  handed_ = false;
   return dyg;
+}
+
+template <class T>
+bool LocalDispatcher<T>::next_part(i64& first, i64& last) {
+  if (handed_) return false;
+  handed_ = true, first = 0, last = plan_.E;
+  return true;
 }
 
 template <class T>
@@ -65,6 +74,7 @@ AllToAllDispatcher<T>::AllToAllDispatcher(const ModelConfig& c, i64 max_rows, pa
   count_n_.assign(P, E_loc_);
   for (size_t q = 0; q < P; ++q) count_at_.push_back(int64_t(q) * E_loc_);
   blocks_.resize(P * size_t(E_loc_) + 1);
+  tickets_.resize(kMaxSteps), step_send_.resize(kMaxSteps), step_recv_.resize(kMaxSteps);
   const i64 received = max_received(c, max_rows, ep.size());
   received_x_.resize(received * l_);
   received_y_.resize(received * l_);
@@ -85,39 +95,63 @@ void AllToAllDispatcher<T>::run(std::function<void()> job) {
 
 template <class T>
 void AllToAllDispatcher<T>::exchange(const T* send, T* recv, bool forward) {
-  MARIN_CHECK(pending_ == 0, "all-to-all: an exchange started before the last one was awaited");
+  MARIN_CHECK(part_ == parts_, "all-to-all: an exchange started before the experts took the last");
   const int64_t *sc = send_elems_.data(), *sd = send_displs_.data();
   const int64_t *rc = recv_elems_.data(), *rd = recv_displs_.data();
   if (!forward) std::swap(sc, rc), std::swap(sd, rd);
-  const size_t me = size_t(ep_.rank());
+  const int P = ep_.size(), me = ep_.rank();
   // seam: adds up the bytes sent (integers)
-  for (size_t q = 0; q < send_elems_.size(); ++q)
+  for (int q = 0; q < P; ++q)
     if (q != me) traffic_.bytes += sc[q] * int64_t(sizeof(T));
-  if (!thread_ || !forward) {  // the reverse way, nothing computes meanwhile
-    run([=, this] { ep_.alltoallv(send, sc, sd, recv, rc, rd); });
-    return;
-  }
-  // Towards the owners: this rank's own rows at once (the experts start on them), the others' on
-  // the thread, which sends nothing to this rank and receives nothing from it.
+  auto in_one_go = [=, this] { run([=, this] { ep_.alltoallv(send, sc, sd, recv, rc, rd); }); };
+  if (!forward) return in_one_go();     // back to the senders: nothing computes meanwhile
+  part_ = 0, parts_ = thread_ ? P : 1;  // the parts next_part() hands to the experts
+  if (parts_ == 1) return in_one_go();
+  // Towards the owners: this rank's own rows at once (the experts start on them), then the other
+  // sources in steps. A source at offset s sends to rank r + s (mod P) and receives from rank
+  // r − s; step g covers a run of offsets, so each step is an all-to-all with those messages only
+  // and the steps match on every rank of the group.
   std::copy_n(send + sd[me], sc[me], recv + rd[me]);
-  others_send_.assign(sc, sc + send_elems_.size());
-  others_recv_.assign(rc, rc + recv_elems_.size());
-  others_send_[me] = others_recv_[me] = 0;
-  const int64_t *osc = others_send_.data(), *orc = others_recv_.data();
-  pending_ = thread_->submit([=, this] { ep_.alltoallv(send, osc, sd, recv, orc, rd); });
+  steps_ = std::min(P - 1, kMaxSteps);
+  for (int g = 0; g < steps_; ++g) {
+    std::vector<int64_t>&n_send = step_send_[size_t(g)], &n_recv = step_recv_[size_t(g)];
+    n_send.assign(size_t(P), 0), n_recv.assign(size_t(P), 0);
+    for (int o = first_offset(g); o < first_offset(g + 1); ++o) {
+      const int to = (me + o) % P, from = (me - o + P) % P;
+      n_send[size_t(to)] = sc[to], n_recv[size_t(from)] = rc[from];
+    }
+    const int64_t *ns = n_send.data(), *nr = n_recv.data();
+    tickets_[size_t(g)] = thread_->submit([=, this] { ep_.alltoallv(send, ns, sd, recv, nr, rd); });
+  }
 }
 
 template <class T>
-void AllToAllDispatcher<T>::await() {
-  if (pending_) traffic_.seconds += thread_->wait(pending_);
-  pending_ = 0;
+int AllToAllDispatcher<T>::first_offset(int g) const {
+  return 1 + int(int64_t(g) * (ep_.size() - 1) / steps_);
+}
+
+template <class T>
+bool AllToAllDispatcher<T>::next_part(i64& first, i64& last) {
+  if (part_ == parts_) return false;
+  const int P = ep_.size(), o = part_++;
+  if (parts_ == 1) {
+    first = 0, last = i64(P) * E_loc_;
+    return true;
+  }
+  // Part o: the blocks of source r − o (mod P), once the step that brings them has run.
+  int g = 0;
+  while (o > 0 && o >= first_offset(g + 1)) ++g;
+  if (o > 0) traffic_.seconds += thread_->wait(tickets_[size_t(g)]);
+  const i64 source = (ep_.rank() - o + P) % P;
+  first = source * E_loc_, last = (source + 1) * E_loc_;
+  return true;
 }
 
 template <class T>
 ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i64 rows,
                                               const Dispatch& d, double capacity_factor) {
   // 1. The local plan: kept assignments grouped by global expert, hence by owner rank.
-  MARIN_CHECK(pending_ == 0, "all-to-all: a dispatch before the last exchange was awaited");
+  MARIN_CHECK(part_ == parts_, "all-to-all: a dispatch before the experts took the last");
   sent_ = local_.dispatch(r, z, rows, d, capacity_factor);
   thread_ = d.thread;
   const int P = ep_.size();
@@ -143,11 +177,7 @@ ExpertRows<T> AllToAllDispatcher<T>::dispatch(const Routing<T>& r, const T* z, i
   MARIN_CHECK(received * l_ <= i64(received_x_.size()), "all-to-all: {} rows exceed the workspace",
               received);
   exchange(sent_.input, received_x_.data(), /*forward=*/true);
-  const i64 blocks = i64(P) * E_loc_, me = ep_.rank();
-  ExpertRows<T> x{blocks_.data(), blocks, received, received_x_.data(), received_y_.data()};
-  x.here_begin = thread_ ? me * E_loc_ : 0;  // a thread: only this rank's own blocks so far
-  x.here_end = thread_ ? (me + 1) * E_loc_ : blocks;
-  return x;
+  return {blocks_.data(), i64(P) * E_loc_, received, received_x_.data(), received_y_.data()};
 }
 
 template <class T>

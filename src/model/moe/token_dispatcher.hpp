@@ -15,10 +15,11 @@
 // counts in the opposite directions. The experts see only their local rows either way.
 //
 // Overlap (docs/distributed.md, "Overlap"): given a communication thread (Dispatch::thread), the
-// exchanges towards the experts (dispatch's rows, combine_backward's output gradients) run there
-// while the experts compute the blocks this rank sent itself, which a local copy brings at once;
-// await() then waits for the other ranks' rows. Every block is one independent product either
-// way, so the bits do not change.
+// exchanges towards the experts (dispatch's rows, combine_backward's output gradients) are a
+// pipeline of parts, one source rank each: this rank's own rows, copied at once, then the rows of
+// the other ranks in up to three steps (exchanges on the thread), each arriving while the experts
+// compute the parts before it. next_part() hands the experts each part as it arrives. Every block
+// is one independent product either way, so the bits do not change.
 #include <functional>
 #include <memory>
 
@@ -32,8 +33,7 @@ namespace marin {
 
 // The experts' view of a dispatch: block b (local expert b mod E_loc, from source b div E_loc)
 // computes rows offsets[b] .. offsets[b+1] of input; it writes its outputs to the same rows of
-// output. Blocks [here_begin, here_end) are in `input` when dispatch() returns (and their output
-// gradients when combine_backward() does); the others once await() has returned.
+// output. The blocks arrive in parts (TokenDispatcher::next_part).
 template <class T>
 struct ExpertRows {
   const int64_t* offsets = nullptr;  // [blocks + 1]
@@ -41,7 +41,6 @@ struct ExpertRows {
   int64_t rows = 0;
   const T* input = nullptr;
   T* output = nullptr;
-  int64_t here_begin = 0, here_end = 0;
 };
 
 // Time in and bytes sent by this rank's exchanges with other ranks.
@@ -64,9 +63,10 @@ class TokenDispatcher {
   virtual const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) = 0;
   // The gradient of the experts' input rows → dz: [rows, ℓ] (overwritten).
   virtual void dispatch_backward(const T* dinput, T* dz) = 0;
-  // Waits for the rows (or, in the backward, the output gradients) of the blocks outside
-  // [here_begin, here_end) (ExpertRows).
-  virtual void await() {}
+  // After dispatch() (and again after combine_backward()), each call waits for the next part of
+  // the experts' rows (or output gradients) to arrive and gives its blocks [first, last), until it
+  // returns false. Without an exchange still running, the one part is every block.
+  virtual bool next_part(i64& first, i64& last) = 0;
   // Which assignments were kept, and the drop counts (health metrics).
   virtual const DispatchPlan& plan() const = 0;
   // A training step of `tokens` tokens begins (capacity over the step: DispatchPlan::begin_step).
@@ -85,6 +85,7 @@ class LocalDispatcher final : public TokenDispatcher<T> {
   void combine(const Routing<T>& r, T* R) override;
   const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) override;
   void dispatch_backward(const T* dinput, T* dz) override;
+  bool next_part(i64& first, i64& last) override;
   const DispatchPlan& plan() const override { return plan_; }
   void begin_step(i64 tokens) override { plan_.begin_step(tokens); }
 
@@ -93,7 +94,8 @@ class LocalDispatcher final : public TokenDispatcher<T> {
   void sum_slots(const T* grouped, const T* w, T* out) const;
   i64 l_ = 0, K_ = 0, rows_ = 0;
   DispatchPlan plan_;
-  Buffer<T> xg_, yg_;  // [assignments, ℓ]: expert inputs and outputs, grouped by expert
+  Buffer<T> xg_, yg_;   // [assignments, ℓ]: expert inputs and outputs, grouped by expert
+  bool handed_ = true;  // next_part has given the one part
 };
 
 template <class T>
@@ -106,7 +108,7 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
   void combine(const Routing<T>& r, T* R) override;
   const T* combine_backward(const Routing<T>& r, const T* dR, T* dw, Arena<T>& arena) override;
   void dispatch_backward(const T* dinput, T* dz) override;
-  void await() override;
+  bool next_part(i64& first, i64& last) override;
   const DispatchPlan& plan() const override { return local_.plan(); }
   void begin_step(i64 tokens) override { local_.begin_step(tokens); }
   // seconds: what the compute waited for the exchanges (all of their time without a thread).
@@ -119,13 +121,21 @@ class AllToAllDispatcher final : public TokenDispatcher<T> {
  private:
   // Rows (ℓ each) from the sender's expert order to the owners (forward) or back (reverse), on
   // the communication thread when there is one. Towards the owners with a thread, the exchange
-  // is left running without this rank's own rows (copied here at once) until await().
+  // is left running as the pipeline of parts next_part() waits for.
   void exchange(const T* send, T* recv, bool forward);
   void run(std::function<void()> job);  // on the thread, waiting for it; or here
   parallel::Comm& ep_;
-  parallel::CommThread* thread_ = nullptr;          // the forward's Dispatch::thread
-  uint64_t pending_ = 0;                            // the ticket of the exchange await() waits for
-  std::vector<int64_t> others_send_, others_recv_;  // an exchange's counts, 0 for this rank
+  parallel::CommThread* thread_ = nullptr;  // the forward's Dispatch::thread
+  // The pipeline: part o (0 … P−1) is the rows of source r − o (mod P); after part 0 (this
+  // rank's own) they come in at most kMaxSteps exchanges (each an all-to-all whose calls cost
+  // about P messages even when empty), step g bringing offsets first_offset(g) …
+  // first_offset(g+1)−1.
+  static constexpr int kMaxSteps = 3;
+  int first_offset(int g) const;
+  int part_ = 0, parts_ = 0, steps_ = 0;  // next_part's position, the parts, the steps
+  std::vector<uint64_t> tickets_;         // [kMaxSteps]: the thread's job of each step
+  // [kMaxSteps][P]: each step's counts, non-zero for its offsets only.
+  std::vector<std::vector<int64_t>> step_send_, step_recv_;
   i64 l_ = 0, E_loc_ = 0;
   LocalDispatcher<T> local_;  // the plan, the gather into expert order and the weighted sums
   ExpertRows<T> sent_;        // the local dispatch: rows in the order of their (global) expert
