@@ -192,20 +192,31 @@ int64_t StepEngine::full_element_base(const ParamInfo& p) const {
   return (p.routed_expert ? p.first_expert * (f.size / f.num_mats) : 0) - p.offset;
 }
 
+namespace {
+
+// Calls f(p, b, e) for every tensor p of `table` whose local elements [b, e) lie in `run` (of the
+// local flat buffer): what the writer of a sharded checkpoint stores and a resuming rank reads.
+template <class F>
+void for_each_overlap(const ParamTable& table, parallel::Range run, F&& f) {
+  for (const ParamInfo& p : table.params()) {
+    const int64_t b = std::max(run.begin, p.offset), e = std::min(run.end, p.offset + p.size);
+    if (b < e) f(p, b, e);
+  }
+}
+
+}  // namespace
+
 std::vector<StatePiece> StepEngine::state_pieces() {
   std::vector<StatePiece> out;
-  const ParamTable& local = model_->table();
   const float* params = model_->params().data();
   for (const Optimizer::Region& r : optimizer_->regions()) {
     const parallel::Range own = r.own();
     const float* m = optimizer_->local_m().data() + r.state_at;  // from own.begin on
     const float* v = optimizer_->local_v().data() + r.state_at;
-    for (const ParamInfo& p : local.params()) {
-      const int64_t b = std::max(own.begin, p.offset), e = std::min(own.end, p.offset + p.size);
-      if (b >= e) continue;
+    for_each_overlap(model_->table(), own, [&](const ParamInfo& p, int64_t b, int64_t e) {
       const int64_t at = full_element_base(p);
       out.push_back({p.name, at + b, at + e, params + b, m + (b - own.begin), v + (b - own.begin)});
-    }
+    });
   }
   return out;
 }
@@ -213,27 +224,24 @@ std::vector<StatePiece> StepEngine::state_pieces() {
 void StepEngine::load_sharded_state(const std::string& dir) {
   const ParamTable& local = model_->table();
   std::vector<StateTarget> want;
-  // The elements of tensor p inside `run` (of the local flat buffer): x[i] receives local element
-  // run.begin + i of whichever of params, m, v x is.
-  auto add = [&](const ParamInfo& p, parallel::Range run, float* params, float* m, float* v) {
-    const int64_t b = std::max(run.begin, p.offset), e = std::min(run.end, p.offset + p.size);
-    if (b >= e) return;
-    const int64_t at = full_element_base(p), skip = b - run.begin;
-    auto from = [skip](float* x) { return x ? x + skip : nullptr; };
-    want.push_back({p.name, at + b, at + e, from(params), from(m), from(v)});
+  // The tensors' elements inside `run`: x[i] receives local element run.begin + i of whichever of
+  // params, m, v x is.
+  auto add = [&](parallel::Range run, float* params, float* m, float* v) {
+    for_each_overlap(local, run, [&](const ParamInfo& p, int64_t b, int64_t e) {
+      const int64_t at = full_element_base(p), skip = b - run.begin;
+      auto from = [skip](float* x) { return x ? x + skip : nullptr; };
+      want.push_back({p.name, at + b, at + e, from(params), from(m), from(v)});
+    });
   };
   const parallel::Range dense{0, local.expert_begin()},
       experts{local.expert_begin(), local.total()};
   const parallel::Range held = shards_ ? shards_->own() : dense;  // of the dense parameters
   float* params = model_->params().data();
-  for (const ParamInfo& p : local.params()) {
-    add(p, held, params + held.begin, nullptr, nullptr);
-    add(p, experts, params + experts.begin, nullptr, nullptr);
-  }
+  add(held, params + held.begin, nullptr, nullptr);
+  add(experts, params + experts.begin, nullptr, nullptr);
   for (const Optimizer::Region& r : optimizer_->regions())
-    for (const ParamInfo& p : local.params())
-      add(p, r.own(), nullptr, optimizer_->local_m().data() + r.state_at,
-          optimizer_->local_v().data() + r.state_at);
+    add(r.own(), nullptr, optimizer_->local_m().data() + r.state_at,
+        optimizer_->local_v().data() + r.state_at);
   marin::load_sharded_state(dir, *full_table_, want);
   if (shards_) shards_->release_all();
 }
