@@ -17,17 +17,6 @@ bool any_nonfinite(const float* x, int64_t n) {
   return std::isinf(kernels::max_abs(x, n));
 }
 
-namespace {
-
-// dst = src through the threaded copy kernel (UpdateGuard's snapshot, 240 MB a cpu-small step;
-// sized at the first save, then reused).
-void copy_into(Buffer<float>& dst, const Buffer<float>& src) {
-  if (dst.size() != src.size()) dst.resize(src.size());
-  kernels::copy(src.data(), dst.data(), int64_t(src.size()));
-}
-
-}  // namespace
-
 int64_t first_nonfinite_tensor(const ParamTable& table, const float* x, parallel::Range range,
                                int64_t base) {
   const auto& ps = table.params();
@@ -57,28 +46,67 @@ void require_finite_params(const ParamTable& table, const float* params, const s
     require_finite_tensor(p.name, params + p.offset, p.size, what, allow);
 }
 
+namespace {
+
+// f(p, i, c) for each piece of the values [at, at + n) of the sequence `stores`: c values at p,
+// the i-th of the n onward.
+template <class Span, class F>
+void for_each_piece(const std::vector<Span>& stores, int64_t at, int64_t n, F f) {
+  int64_t done = 0;
+  for (const Span& s : stores) {
+    if (done == n) break;
+    const int64_t size = int64_t(s.size());
+    if (at >= size) {
+      at -= size;
+      continue;
+    }
+    const int64_t c = std::min(n - done, size - at);
+    f(s.data() + at, done, c);
+    done += c, at = 0;
+  }
+  MARIN_CHECK(done == n, "UpdateGuard: the copy is larger than its storage");
+}
+
+}  // namespace
+
+void UpdateGuard::put(int64_t at, const float* x, int64_t n) {
+  std::vector<std::span<float>> stores = lent_;
+  stores.emplace_back(own_.data(), own_.size());
+  for_each_piece(stores, at, n,
+                 [&](float* p, int64_t i, int64_t c) { kernels::copy(x + i, p, c); });
+}
+
+void UpdateGuard::get(int64_t at, float* x, int64_t n) const {
+  std::vector<std::span<const float>> stores(lent_.begin(), lent_.end());
+  stores.emplace_back(own_.data(), own_.size());
+  for_each_piece(stores, at, n,
+                 [&](const float* p, int64_t i, int64_t c) { kernels::copy(p, x + i, c); });
+}
+
 void UpdateGuard::save(const Buffer<float>& params, const Buffer<float>& m, const Buffer<float>& v,
                        std::vector<parallel::Range> kept) {
   if (kept.empty()) kept = {{0, int64_t(params.size())}};
-  int64_t n = 0;
+  int64_t n = int64_t(m.size() + v.size()), lent = 0;
   for (const parallel::Range& r : kept) n += r.size();
-  if (int64_t(params_.size()) != n) params_.resize(size_t(n));
-  int64_t at = 0;
-  for (const parallel::Range& r : kept)
-    kernels::copy(params.data() + r.begin, params_.data() + at, r.size()), at += r.size();
+  for (const std::span<float>& s : lent_) lent += int64_t(s.size());
+  // Sized at the first save, then reused (a threaded copy of up to 240 MB a cpu-small step).
+  if (int64_t(own_.size()) != std::max<int64_t>(0, n - lent))
+    own_.resize(size_t(std::max<int64_t>(0, n - lent)));
   kept_ = std::move(kept);
-  copy_into(m_, m);
-  copy_into(v_, v);
+  m_size_ = int64_t(m.size()), v_size_ = int64_t(v.size());
+  int64_t at = 0;
+  for (const parallel::Range& r : kept_) put(at, params.data() + r.begin, r.size()), at += r.size();
+  put(at, m.data(), m_size_);
+  put(at + m_size_, v.data(), v_size_);
 }
 
 void UpdateGuard::restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) const {
-  MARIN_CHECK(m.size() == m_.size() && v.size() == v_.size(),
+  MARIN_CHECK(int64_t(m.size()) == m_size_ && int64_t(v.size()) == v_size_,
               "UpdateGuard::restore: buffers changed size since save");
   int64_t at = 0;
-  for (const parallel::Range& r : kept_)
-    kernels::copy(params_.data() + at, params.data() + r.begin, r.size()), at += r.size();
-  copy_into(m, m_);
-  copy_into(v, v_);
+  for (const parallel::Range& r : kept_) get(at, params.data() + r.begin, r.size()), at += r.size();
+  get(at, m.data(), m_size_);
+  get(at + m_size_, v.data(), v_size_);
 }
 
 std::string UpdateGuard::check(const ParamTable& table, const float* params, const float* m,

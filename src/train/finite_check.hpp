@@ -36,11 +36,20 @@ void require_finite_tensor(const std::string& name, const float* x, int64_t n,
 // (every rank holds them) and this rank's optimizer shard of m and v.
 class UpdateGuard {
  public:
+  // Memory the copy may live in instead of the guard's own: StepEngine lends the gradients of
+  // the earlier micro-batches, dead from the gradient sum to the next backward, which is just
+  // when the copy lives (save → update → check → restore). At the default four micro-batches
+  // they hold all of it (3 × the parameters), so the rollback costs no memory of its own. What
+  // does not fit goes into the guard's own buffer. The spans must outlive every save/restore.
+  void lend(std::vector<std::span<float>> space) { lent_ = std::move(space); }
+
   // Keeps the parameters in `kept` (empty: all of them; --shard-params: the runs this rank
   // holds) and all of m and v.
   void save(const Buffer<float>& params, const Buffer<float>& m, const Buffer<float>& v,
             std::vector<parallel::Range> kept = {});
   void restore(Buffer<float>& params, Buffer<float>& m, Buffer<float>& v) const;
+  // Values of the copy held in the guard's own buffer (the rest is in the lent space).
+  int64_t own_size() const { return int64_t(own_.size()); }
 
   // This rank's shard of one region of the table, and where its m/v start in the shard buffers.
   struct Owned {
@@ -56,8 +65,15 @@ class UpdateGuard {
                            const float* v, std::span<const Owned> own, parallel::Comm& comm);
 
  private:
+  // The copy's storage as one sequence: the lent spans, then the own buffer. put() writes n
+  // values at position `at` of it, get() reads them back.
+  void put(int64_t at, const float* x, int64_t n);
+  void get(int64_t at, float* x, int64_t n) const;
+
+  std::vector<std::span<float>> lent_;
   std::vector<parallel::Range> kept_;
-  Buffer<float> params_, m_, v_;
+  int64_t m_size_ = 0, v_size_ = 0;
+  Buffer<float> own_;
 };
 
 }  // namespace marin

@@ -43,7 +43,9 @@ RankMemory rank_memory(const TrainOptions& o, int ranks, bool bf16) {
   // One process sums chunk by chunk without it (ExactSum::reduce_here).
   m.accumulator = ranks > 1 ? 8 * (held + experts) : 0;
   m.optimizer = 8 * shard;
-  m.rollback = 4 * (sharded ? run + experts : dense + experts) + 8 * shard;
+  // What of UpdateGuard's copy does not fit in the partials it borrows.
+  m.rollback = std::max<int64_t>(
+      0, 4 * (sharded ? run + experts : dense + experts) + 8 * shard - m.partials);
   m.weight_copy =
       bf16 ? Model<float>::weight_copy_bytes_bound(table, kernels::Dtype::bf16, ModelUse::Training)
            : 0;

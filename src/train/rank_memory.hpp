@@ -19,7 +19,8 @@ struct RankMemory {         // bytes on the largest rank
   int64_t partials = 0;     // earlier micro-batches' gradients, kept for the exact sum
   int64_t accumulator = 0;  // the exact sum's 64-bit fixed-point values
   int64_t optimizer = 0;    // m and v of the rank's optimizer shard
-  int64_t rollback = 0;     // UpdateGuard's copy of what the update changes
+  int64_t rollback = 0;     // UpdateGuard's copy of what the update changes, less what the
+                            // partials hold (it borrows them)
   int64_t weight_copy = 0;  // the bf16 copy and its GEMM layouts (0 in fp32; not sharded)
   int64_t activations = 0;  // saved activations and workspace of one micro-batch
   int64_t total() const;

@@ -116,6 +116,11 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
   for (auto& p : partials_) p.resize(size_t(table.total()));
   expert_partials_.resize(ep() > 1 ? size_t(local_units_ - 1) : 0);
   for (auto& p : expert_partials_) p.resize(model_->source_grads().size());
+  // The rollback copy lives in the partials, which are dead while it is.
+  std::vector<std::span<float>> spare;
+  for (auto* bufs : {&partials_, &expert_partials_})
+    for (auto& p : *bufs) spare.emplace_back(p.data(), p.size());
+  update_guard_.lend(std::move(spare));
   std::vector<parallel::Segment> segments;
   for (auto& p : table.params()) segments.push_back({p.offset, p.size});
   std::vector<parallel::SumRegion> sums;

@@ -69,7 +69,8 @@ TEST(Cli, PlanStepsAndBudgetOptions) {
 // plan --ranks N: what each rank of `marin train` under mpirun holds, part by part. The parts
 // add up; over more ranks the optimizer shard shrinks; --shard-params shrinks the weights, the
 // gradient, the exact sum's accumulator and the rollback copy, not the optimizer state or the
-// activations; what marin train would refuse is refused alike.
+// activations; the rollback copy borrows the partials; what marin train would refuse is refused
+// alike.
 TEST(Cli, PlanMemoryPerRank) {
   const auto per_rank = [](const std::string& args) {
     auto r = run("plan --preset cpu-small --json " + args);
@@ -84,6 +85,9 @@ TEST(Cli, PlanMemoryPerRank) {
     sum += four[part].get<int64_t>();
   EXPECT_EQ(sum, four["total"].get<int64_t>());
   EXPECT_LT(four["optimizer"].get<int64_t>(), one["optimizer"].get<int64_t>());
+  // One rank runs 4 micro-batches: the 3 earlier ones' gradients hold the whole rollback copy.
+  EXPECT_EQ(one["partials"].get<int64_t>(), 3 * one["gradients"].get<int64_t>());
+  EXPECT_EQ(one["rollback"].get<int64_t>(), 0);
   for (const char* part : {"weights", "gradients", "accumulator", "rollback"})
     EXPECT_LT(sharded[part].get<int64_t>(), four[part].get<int64_t>()) << part;
   for (const char* part : {"optimizer", "activations"})

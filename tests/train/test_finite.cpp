@@ -74,6 +74,38 @@ TEST(FiniteCheck, NamesTheFirstNonFiniteTensor) {
   EXPECT_EQ(error_of([&] { marin::require_finite_params(t, x.data(), "ckpt", true); }), "");
 }
 
+// UpdateGuard keeps its copy in the space lent to it (the partials) and its own buffer for the
+// rest: a restore gives back exactly the kept runs and m and v, whatever the spans' sizes.
+TEST(FiniteUpdate, TheRollbackCopyLivesInLentSpaceAndItsOwnBuffer) {
+  const auto fill = [](marin::Buffer<float>& b, float base) {
+    for (size_t i = 0; i < b.size(); ++i) b[i] = base + float(i);
+  };
+  for (const std::vector<size_t>& lent_sizes :
+       {std::vector<size_t>{}, {7, 33, 50}, {150}, {100, 100}}) {
+    marin::Buffer<float> params(100), m(40), v(40);
+    std::vector<marin::Buffer<float>> space;
+    std::vector<std::span<float>> spans;
+    for (size_t n : lent_sizes) space.emplace_back(n);
+    for (auto& s : space) spans.emplace_back(s.data(), s.size());
+    marin::UpdateGuard guard;
+    guard.lend(spans);
+    fill(params, 0), fill(m, 1000), fill(v, 2000);
+    const std::vector<marin::parallel::Range> kept = {{10, 30}, {50, 100}};
+    guard.save(params, m, v, kept);
+    size_t lent = 0;
+    for (size_t n : lent_sizes) lent += n;
+    EXPECT_EQ(guard.own_size(), int64_t(std::max<size_t>(lent, 150) - lent));  // 70 + 40 + 40
+    fill(params, -500), fill(m, -600), fill(v, -700);                          // the update
+    guard.restore(params, m, v);
+    for (size_t i = 0; i < 100; ++i) {
+      const bool is_kept = (i >= 10 && i < 30) || i >= 50;
+      EXPECT_EQ(params[i], is_kept ? float(i) : -500 + float(i)) << i;
+    }
+    for (size_t i = 0; i < 40; ++i) EXPECT_EQ(m[i], 1000 + float(i)) << i;
+    for (size_t i = 0; i < 40; ++i) EXPECT_EQ(v[i], 2000 + float(i)) << i;
+  }
+}
+
 TEST(FiniteUpdate, RollbackEqualsASkippedStep) {
   TempDir tmp("finite-rollback");
   write_rows(tmp.str("rows.bin"), 48);
@@ -81,7 +113,9 @@ TEST(FiniteUpdate, RollbackEqualsASkippedStep) {
   // The reference: step 5's gradient is poisoned, so its update is skipped.
   ASSERT_EQ(run("train" + data + " --inject-nan-grad 5 --out " + tmp.str("skip")).code, 0);
   // A NaN in the updated parameters, or an Inf in the optimizer state: the update (parameters,
-  // m, v and the QB router bias) is undone, so the run equals the skipped one bit for bit.
+  // m, v and the QB router bias) is undone, so the run equals the skipped one bit for bit. (Batch
+  // 4 is 4 micro-batches: the copy is all in the partials; RollbackIsGlobalUnderMpi's 2 ranks
+  // run 2 each, so there it is partly in the guard's own buffer.)
   for (const std::string inject : {"--inject-nan-param", "--inject-inf-state"}) {
     const std::string out = tmp.str(inject.substr(2));
     auto r = run("train" + data + " " + inject + " 5 --out " + out);
