@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 
 namespace marin {
 
@@ -137,7 +139,12 @@ int open_input(const std::string& path) {
   return fd;
 }
 
-std::string read_file(const std::string& path) {
+namespace {
+
+// Reads `path` (open_input) to its end in pieces of up to 1 MiB: sized(the size fstat reports)
+// first, then take(piece) for each (the file may grow meanwhile: all of it is read).
+template <class S, class F>
+void read_pieces(const std::string& path, S&& sized, F&& take) {
   const int fd = open_input(path);
   struct Closer {
     int fd;
@@ -145,21 +152,38 @@ std::string read_file(const std::string& path) {
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail("cannot read {}: {}", path, errstr(errno));
-  // Read the size fstat reports, then keep going in case the file grew meanwhile.
-  std::string out(st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0, '\0');
-  size_t got = 0;
+  sized(st.st_size > 0 ? size_t(st.st_size) : 0);
+  std::vector<char> buf(size_t(1) << 20);
   for (;;) {
-    if (got == out.size()) out.resize(out.size() + (1 << 16));
-    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("cannot read {}: {}", path, errstr(errno));
     }
     if (n == 0) break;
-    got += static_cast<size_t>(n);
+    take(std::string_view(buf.data(), size_t(n)));
   }
-  out.resize(got);
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  std::string out;  // reserved at the size fstat reports: a large file is not copied as it grows
+  read_pieces(
+      path, [&](size_t size) { out.reserve(size); },
+      [&](std::string_view piece) { out.append(piece); });
   return out;
+}
+
+std::string xxh64_file_hex(const std::string& path) {
+  XXH64_state_t* state = XXH64_createState();
+  MARIN_CHECK(state != nullptr, "xxh64: out of memory");
+  const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> owned(state, XXH64_freeState);
+  XXH64_reset(state, 0);
+  read_pieces(
+      path, [](size_t) {},
+      [&](std::string_view piece) { XXH64_update(state, piece.data(), piece.size()); });
+  return hex64(XXH64_digest(state));
 }
 
 std::vector<std::string_view> split_lines(std::string_view text) {

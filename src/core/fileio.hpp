@@ -26,6 +26,10 @@ int open_input(const std::string& path);
 // or read, or is not a regular file.
 std::string read_file(const std::string& path);
 
+// xxh64_hex (core/hash.hpp) of a file's bytes, read a piece at a time: a checkpoint's 160 MB
+// optimizer file is hashed without holding it in memory.
+std::string xxh64_file_hex(const std::string& path);
+
 // The lines of a text, without their '\n' (a final line without one counts; nothing follows a
 // final '\n'). Views into `text`, which must outlive them.
 std::vector<std::string_view> split_lines(std::string_view text);

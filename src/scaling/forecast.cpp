@@ -272,7 +272,7 @@ std::set<std::string> check_curves(const LadderData& d) {
 void gather_ladder(const ForecastOptions& o, LadderData& d) {
   d.file = (fs::path(o.ladder_dir) / "ladder.json").string();
   d.ladder = read_ladder_json(o.ladder_dir);
-  d.hash = xxh64_hex(read_file(d.file));
+  d.hash = xxh64_file_hex(d.file);
   o.target.validate();
   d.groups = group_runs(d.ladder);
   check_done(d);

@@ -70,8 +70,8 @@ void fit_to_ranks(TrainOptions& o, bool ep_given, int ranks, std::vector<std::st
 }  // namespace
 
 std::string CheckpointStore::write(const RunState& state, const ParamTable& table,
-                                   const float* params, const Buffer<float>& m,
-                                   const Buffer<float>& v, int64_t keep_every) const {
+                                   const float* params, const float* m, const float* v,
+                                   int64_t keep_every) const {
   const std::string dir =
       save_run_checkpoint(run_dir_, state, state.options.model, table, params, m, v);
   prune(dir, keep_every);

@@ -42,9 +42,10 @@ class CheckpointStore {
 
   // Writes the checkpoint of state.step from full-layout parameters and optimizer state (the one
   // writer: rank 0), points checkpoints/latest at it, then removes rolling checkpoints older than
-  // it (those at multiples of keep_every stay); returns its directory.
+  // it (those at multiples of keep_every stay); returns its directory. params, m and v hold
+  // table.total() values each.
   std::string write(const RunState& state, const ParamTable& table, const float* params,
-                    const Buffer<float>& m, const Buffer<float>& v, int64_t keep_every) const;
+                    const float* m, const float* v, int64_t keep_every) const;
   // Collective: the sharded checkpoint of state.step (sharded_checkpoint.hpp), every rank writing
   // its `pieces`; then, as write, checkpoints/latest and pruning. Returns its directory (every
   // rank).

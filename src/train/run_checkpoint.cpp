@@ -33,11 +33,11 @@ void fsync_dir(const std::string& dir) {
 
 // Refuses (naming the tensor) parameters or a full optimizer state m, v holding a NaN or Inf.
 void require_finite_state(const std::string& what, const ParamTable& table, const float* params,
-                          const Buffer<float>& m, const Buffer<float>& v) {
+                          const float* m, const float* v) {
   require_finite_params(table, params, what);
   const parallel::Range all{0, table.total()};
-  for (const auto& [name, buf] : {std::pair{"m", &m}, std::pair{"v", &v}})
-    if (const int64_t t = first_nonfinite_tensor(table, buf->data(), all); t >= 0)
+  for (const auto& [name, buf] : {std::pair{"m", m}, std::pair{"v", v}})
+    if (const int64_t t = first_nonfinite_tensor(table, buf, all); t >= 0)
       fail("{}: optimizer state {} of tensor '{}' holds a NaN or Inf", what, name,
            table.params()[size_t(t)].name);
 }
@@ -68,7 +68,7 @@ bool checkpoint_known_finite(const std::string& ckpt_dir) {
 }
 
 std::string checkpoint_file_hash(const std::string& path) {
-  return xxh64_hex(read_file(path));
+  return xxh64_file_hex(path);
 }
 
 std::string start_checkpoint_dir(const std::string& run_dir, int64_t step) {
@@ -108,16 +108,12 @@ std::string publish_checkpoint(const std::string& tmp, const RunState& state,
 
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
                                 const ModelConfig& config, const ParamTable& table,
-                                const float* params, const Buffer<float>& m,
-                                const Buffer<float>& v) {
+                                const float* params, const float* m, const float* v) {
   require_finite_state(fmt::format("checkpoint of step {}", state.step), table, params, m, v);
   const std::string tmp = start_checkpoint_dir(run_dir, state.step);
   write_model_tensors(tmp, table, params);  // config.json: publish_checkpoint
   const int64_t n = table.total();
-  MARIN_CHECK(int64_t(m.size()) == n && int64_t(v.size()) == n,
-              "checkpoint: optimizer state has {}/{} elements, the model {}", m.size(), v.size(),
-              n);
-  std::vector<TensorView> views = {{"m", {n}, m.data()}, {"v", {n}, v.data()}};
+  std::vector<TensorView> views = {{"m", {n}, m}, {"v", {n}, v}};
   write_safetensors(tmp + "/optimizer.safetensors", views, {{"layout", "marin parameter table"}});
   return publish_checkpoint(
       tmp, state, config,

@@ -33,8 +33,7 @@ struct RunState {
 // assemble them); returns its directory. One writer: under data parallelism rank 0 calls it.
 std::string save_run_checkpoint(const std::string& run_dir, const RunState& state,
                                 const ModelConfig& config, const ParamTable& table,
-                                const float* params, const Buffer<float>& m,
-                                const Buffer<float>& v);
+                                const float* params, const float* m, const float* v);
 // The steps both layouts share (this one's, and sharded_checkpoint.hpp's). start_checkpoint_dir:
 // RUN/checkpoints/step-N.tmp for `step`, emptied and created. publish_checkpoint: completes it
 // with config.json, the run's tokenizer.json and state.json (the run state with `fields` — the

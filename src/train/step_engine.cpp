@@ -169,8 +169,14 @@ void StepEngine::load_full_state(const float* params, const float* m, const floa
 
 FullState StepEngine::gather_full_state() {
   FullState s;
-  optimizer_->gather_state(s.m, s.v);  // collective: each region on its group's rank 0
   s.params = model_->params().data();
+  if (comm_.size() == 1) {  // the optimizer's one shard is the whole table, in its order
+    MARIN_CHECK(int64_t(optimizer_->local_m().size()) == full_table_->total(),
+                "one process's optimizer state is not the whole table");
+    s.m = optimizer_->local_m().data(), s.v = optimizer_->local_v().data();
+    return s;
+  }
+  optimizer_->gather_state(s.gathered_m, s.gathered_v);  // collective: on each group's rank 0
   // --shard-params: rank 0 assembles the dense region (the other ranks hold their runs only).
   Buffer<float> local = shards_ ? shards_->gather_on_root() : Buffer<float>();
   if (shards_ && comm_.is_root()) s.params = local.data();
@@ -181,13 +187,14 @@ FullState StepEngine::gather_full_state() {
     Buffer<float> full_m(n), full_v(n);
     s.gathered.resize(n);
     gather_shards(model_->table(), s.params, *full_table_, s.gathered.data(), *experts_);
-    gather_shards(model_->table(), s.m.data(), *full_table_, full_m.data(), *experts_);
-    gather_shards(model_->table(), s.v.data(), *full_table_, full_v.data(), *experts_);
+    gather_shards(model_->table(), s.gathered_m.data(), *full_table_, full_m.data(), *experts_);
+    gather_shards(model_->table(), s.gathered_v.data(), *full_table_, full_v.data(), *experts_);
     s.params = s.gathered.data();
-    std::swap(s.m, full_m), std::swap(s.v, full_v);
+    std::swap(s.gathered_m, full_m), std::swap(s.gathered_v, full_v);
   } else if (shards_ && comm_.is_root()) {
     s.gathered = std::move(local);  // s.params points into it
   }
+  s.m = s.gathered_m.data(), s.v = s.gathered_v.data();
   return s;
 }
 

@@ -60,15 +60,18 @@ TEST(CheckpointStore, WriteListVerifyPruneResumeRoundTrip) {
   EXPECT_TRUE(store.list().empty());
   EXPECT_NE(error_of([&] { store.require_checkpoint(); }).find("no complete checkpoint"),
             std::string::npos);
-  const std::string two = store.write(f.state(2), *f.table, f.params.data(), f.m, f.v, 0);
+  const std::string two =
+      store.write(f.state(2), *f.table, f.params.data(), f.m.data(), f.v.data(), 0);
   EXPECT_EQ(fs::path(two).filename(), "step-00000002");
   EXPECT_EQ(store.latest_link(), "step-00000002");
   marin::CheckpointStore::verify(two);
   // A rolling checkpoint goes when a newer one is written; one at a multiple of keep_every stays.
-  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 4);
+  const std::string four =
+      store.write(f.state(4), *f.table, f.params.data(), f.m.data(), f.v.data(), 4);
   EXPECT_EQ(store.list(), std::vector<std::string>{four});
   EXPECT_EQ(store.latest_link(), "step-00000004");
-  const std::string six = store.write(f.state(6), *f.table, f.params.data(), f.m, f.v, 4);
+  const std::string six =
+      store.write(f.state(6), *f.table, f.params.data(), f.m.data(), f.v.data(), 4);
   EXPECT_EQ(store.list(), (std::vector<std::string>{six, four}));
   EXPECT_EQ(store.latest().value_or(""), six);
 
@@ -89,8 +92,10 @@ TEST(CheckpointStore, WriteListVerifyPruneResumeRoundTrip) {
 TEST(CheckpointStore, ADamagedCheckpointIsRefusedForTheOneBefore) {
   Fixture f;
   const marin::CheckpointStore store(f.tmp.str("run"));
-  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 2);
-  const std::string six = store.write(f.state(6), *f.table, f.params.data(), f.m, f.v, 2);
+  const std::string four =
+      store.write(f.state(4), *f.table, f.params.data(), f.m.data(), f.v.data(), 2);
+  const std::string six =
+      store.write(f.state(6), *f.table, f.params.data(), f.m.data(), f.v.data(), 2);
   {
     std::fstream file(six + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(-4, std::ios::end);
@@ -119,7 +124,8 @@ TEST(CheckpointStore, ADamagedCheckpointIsRefusedForTheOneBefore) {
 TEST(CheckpointStore, ResumeAppliesChangesAndForkKeepsTheShape) {
   Fixture f;
   const marin::CheckpointStore store(f.tmp.str("run"));
-  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 0);
+  const std::string four =
+      store.write(f.state(4), *f.table, f.params.data(), f.m.data(), f.v.data(), 0);
   marin::ResumeChanges more;
   more.edit = [](marin::TrainOptions& o) { o.steps = 20; };
   const marin::ResumePoint r = marin::CheckpointStore::resume_point(four, more);
@@ -150,8 +156,9 @@ TEST(CheckpointStore, ResumeAppliesChangesAndForkKeepsTheShape) {
 TEST(CheckpointStore, ASettingsErrorIsNotSkippedForAnOlderCheckpoint) {
   Fixture f;
   const marin::CheckpointStore store(f.tmp.str("run"));
-  store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 2);
-  const std::string six = store.write(f.state(6), *f.table, f.params.data(), f.m, f.v, 2);
+  store.write(f.state(4), *f.table, f.params.data(), f.m.data(), f.v.data(), 2);
+  const std::string six =
+      store.write(f.state(6), *f.table, f.params.data(), f.m.data(), f.v.data(), 2);
   std::vector<std::string> tried;
   const auto start = [&](const marin::ResumePoint& p) { tried.push_back(p.dir); };
   // --batch 4 is 4 micro-batches of 1 row: 3 ranks cannot share them.
@@ -195,7 +202,8 @@ TEST(CheckpointStore, TheExpertSplitIsReDerivedForTheRanksAtHand) {
   const marin::CheckpointStore store(f.tmp.str("run"));
   f.o.ep = 4;                           // as written by a run at 4 (or 8) ranks; tiny has 8 experts
   f.o.batch = 24, f.o.micro_batch = 1;  // 24 micro-batches: 1, 2, 6 and 8 ranks share them
-  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 0);
+  const std::string four =
+      store.write(f.state(4), *f.table, f.params.data(), f.m.data(), f.v.data(), 0);
   marin::ResumeChanges at;
   at.ranks = 1;
   marin::ResumePoint p = marin::CheckpointStore::resume_point(four, at);
@@ -228,8 +236,10 @@ TEST(CheckpointStore, TheExpertSplitIsReDerivedForTheRanksAtHand) {
 TEST(CheckpointStore, ADamagedCheckpointStillFallsBackWithTheRanksGiven) {
   Fixture f;
   const marin::CheckpointStore store(f.tmp.str("run"));
-  const std::string four = store.write(f.state(4), *f.table, f.params.data(), f.m, f.v, 2);
-  const std::string six = store.write(f.state(6), *f.table, f.params.data(), f.m, f.v, 2);
+  const std::string four =
+      store.write(f.state(4), *f.table, f.params.data(), f.m.data(), f.v.data(), 2);
+  const std::string six =
+      store.write(f.state(6), *f.table, f.params.data(), f.m.data(), f.v.data(), 2);
   marin::write_file_atomic(six + "/state.json", "{");
   marin::ResumeChanges at;
   at.ranks = 2;
