@@ -5,6 +5,7 @@
 //
 // Conventions: row-major; weights are [in, out] and applied as y = x @ W; `rows` counts tokens;
 // backward functions *overwrite* input gradients (dx) and *accumulate* into weight gradients (dw).
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -125,7 +126,12 @@ void gemv_bf16(i64 N, i64 K, float alpha, const uint16_t* x, const uint16_t* W, 
 // weights are the last forward's, and at the first token a decoder runs). Registered for the
 // GEMMs from construction to destruction; the buffer must not move meanwhile. On oneDNN's bf16
 // matmul a weight is read in the blocked layout the library asks for (reordered from the copy
-// once per refresh): a weight in its plain layout is re-packed at every call.
+// at its first product after a refresh): a weight in its plain layout is re-packed at every
+// call. The plain bf16 copy is made only where a product reads it — decoding's one-row products,
+// at their first call after a refresh(); a training step and a batched forward read only the
+// blocked layouts, so they never hold it (cpu-small: 40 MB less). Either way the values are
+// those of the buffer at the first product after the refresh (the owner does not change the
+// buffer in between). refresh(begin, end) converts its range at once.
 namespace cpu {
 struct WeightCopies;
 }
@@ -165,7 +171,12 @@ class WeightCopy {
   i64 n_;
   Dtype dtype_ = Dtype::fp32;  // of the last refresh(); fp32: no copy
   uint64_t refreshes_ = 0;     // the blocked layouts made since the last refresh are current
-  std::vector<uint16_t> bf16_;
+  // Makes the plain bf16 copy of the whole buffer if the last refresh() left it stale.
+  void make_plain() const;
+  // bf16: made on first use (make_plain), hence mutable; plain_fresh_: it holds the buffer as of
+  // the last refresh (a range refresh vouches for its range only: the gated protocol above).
+  mutable std::vector<uint16_t> bf16_;
+  mutable std::atomic<bool> plain_fresh_{false};
   std::vector<float> rounded_;
   std::unique_ptr<Layouts> layouts_;
 };

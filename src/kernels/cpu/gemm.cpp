@@ -185,8 +185,7 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
     return;
   }
   Dnnl& d = dnnl_state();
-  const bool copied =
-      cpu::WeightCopies::find(B, (sb.rows - 1) * ldb + sb.cols, Dtype::bf16) != nullptr;
+  const bool copied = cpu::WeightCopies::covers(B, (sb.rows - 1) * ldb + sb.cols, Dtype::bf16);
   Bf16Input<uint16_t> b{nullptr, ldb};
   if (!copied) b = bf16_input_b<uint16_t>(B, sb, ldb, A, sa, lda, a);
   thread_local std::unordered_map<Shape, Prepared, ShapeHash> prepared;

@@ -64,22 +64,37 @@ void WeightCopy::switch_to(Dtype d) {
     layouts_->blocked.clear();
   }
   if (d != Dtype::bf16_emulated) std::vector<float>().swap(rounded_);
-  if (d == Dtype::bf16) bf16_.resize(size_t(n_));
   if (d == Dtype::bf16_emulated) rounded_.resize(size_t(n_));
+  plain_fresh_ = false;  // bf16: sized when first made (make_plain, or a range refresh)
   dtype_ = d;
 }
 
 void WeightCopy::convert(i64 begin, i64 end) {
-  if (dtype_ == Dtype::bf16) to_bf16(data_ + begin, bf16_.data() + begin, end - begin);
+  if (dtype_ == Dtype::bf16) {
+    if (bf16_.size() != size_t(n_)) bf16_.resize(size_t(n_));
+    to_bf16(data_ + begin, bf16_.data() + begin, end - begin);
+  }
   if (dtype_ == Dtype::bf16_emulated)
     round_to_bf16(data_ + begin, rounded_.data() + begin, end - begin);
+}
+
+void WeightCopy::make_plain() const {
+  if (plain_fresh_) return;
+  std::lock_guard guard(layouts_->mutex);  // products may ask for it concurrently
+  if (plain_fresh_) return;
+  if (bf16_.size() != size_t(n_)) bf16_.resize(size_t(n_));
+  to_bf16(data_, bf16_.data(), n_);
+  plain_fresh_ = true;
 }
 
 void WeightCopy::refresh() {
   std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
   switch_to(compute_dtype());
   ++refreshes_;  // every blocked layout is stale
-  convert(0, n_);
+  if (dtype_ == Dtype::bf16)
+    plain_fresh_ = false;  // made at its first reader (make_plain), if any
+  else
+    convert(0, n_);
 }
 
 void WeightCopy::refresh(i64 begin, i64 end) {
@@ -87,6 +102,7 @@ void WeightCopy::refresh(i64 begin, i64 end) {
   const Dtype d = compute_dtype();
   if (d != dtype_) switch_to(d);
   convert(begin, end);
+  if (d == Dtype::bf16) plain_fresh_ = true;  // for this range: the caller's protocol
   // The blocked layouts of the weights in the run are stale; the others stay current.
   std::lock_guard guard(layouts_->mutex);
   for (auto& [key, blocked] : layouts_->blocked)
@@ -115,8 +131,14 @@ const void* WeightCopies::find(const float* p, int64_t extent, Dtype d) {
   const WeightCopy* c = holder(p, extent, d);
   if (!c) return nullptr;
   const i64 at = p - c->data_;
+  if (d == Dtype::bf16) c->make_plain();
   return d == Dtype::bf16 ? static_cast<const void*>(c->bf16_.data() + at)
                           : static_cast<const void*>(c->rounded_.data() + at);
+}
+
+bool WeightCopies::covers(const float* p, int64_t extent, Dtype d) {
+  std::shared_lock lock(g_mutex);
+  return holder(p, extent, d) != nullptr;
 }
 
 dnnl::memory WeightCopies::blocked(const float* p, bool tb, int64_t K, int64_t N, int64_t ldb,
@@ -133,10 +155,23 @@ dnnl::memory WeightCopies::blocked(const float* p, bool tb, int64_t K, int64_t N
   const bool kept = it != l.blocked.end() && it->second.memory.get_desc() == want;
   if (kept && it->second.refresh == c->refreshes_) return it->second.memory;
   dnnl::memory to = kept ? it->second.memory : dnnl::memory(want, engine);  // oneDNN owns it
+  // The source: the plain copy where one is current (made since the refresh: the layouts then
+  // hold the same values as it), else this weight converted now from the buffer, with the same
+  // rounding (a training step never makes the plain copy: see make_plain).
+  const uint16_t* source = nullptr;
+  int64_t ld = ldb;
+  if (c->plain_fresh_) {
+    source = c->bf16_.data() + key.offset;
+  } else {
+    thread_local std::vector<uint16_t> converted;
+    if (converted.size() < size_t(rows * cols)) converted.resize(size_t(rows * cols));
+    to_bf16_rows(p, rows, cols, ldb, converted.data());
+    source = converted.data(), ld = cols;
+  }
   using dims = dnnl::memory::dims;
   const dnnl::memory::desc plain({K, N}, dnnl::memory::data_type::bf16,
-                                 tb ? dims{1, ldb} : dims{ldb, 1});
-  dnnl::memory from(plain, engine, const_cast<uint16_t*>(c->bf16_.data() + key.offset));
+                                 tb ? dims{1, ld} : dims{ld, 1});
+  dnnl::memory from(plain, engine, const_cast<uint16_t*>(source));
   dnnl::reorder(from, to).execute(stream, from, to);
   stream.wait();
   l.blocked[key] = {to, c->refreshes_};

@@ -13,6 +13,9 @@ struct WeightCopies {
   // bf16-rounded floats), at the same offsets and strides, or null where no fresh copy of that
   // dtype holds all of them.
   static const void* find(const float* p, int64_t extent, Dtype d);
+  // Whether a fresh copy in dtype d holds them, without making the plain bf16 copy (a product
+  // that reads the blocked layouts asks this, not find).
+  static bool covers(const float* p, int64_t extent, Dtype d);
   // The weights op(B)[K,N] at p (leading dimension ldb, transposed when tb) in the layout `want`
   // that oneDNN's bf16 matmul chose for them (its weights_desc, asked for format `any`): made
   // from the bf16 copy by a reorder at their first use after each refresh, then kept. An empty
