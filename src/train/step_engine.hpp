@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/prefault.hpp"
 #include "data/batch_source.hpp"
 #include "kernels/kernels.hpp"
 #include "model/model.hpp"
@@ -157,6 +158,9 @@ class StepEngine {
   std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
   std::vector<RouterStatsAccumulator> router_acc_;
   std::vector<int32_t> tokens_, labels_, seg_;  // the global batch
+  // Populates the largest buffers above in the background at the start (core/prefault.hpp).
+  // Last, so it stops before any of them is freed.
+  std::unique_ptr<Prefault> prefault_;
 };
 
 }  // namespace marin

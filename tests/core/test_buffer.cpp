@@ -1,5 +1,7 @@
 // Buffer<T>: large buffers are fresh zero pages, 2 MiB-aligned and advised as transparent huge
-// pages from 2 MiB on (core/buffer.hpp), released exactly (no mapping left behind).
+// pages from 2 MiB on (core/buffer.hpp), released exactly (no mapping left behind); a Prefault
+// populates them in the background without changing a value (core/prefault.hpp); a file's hash
+// read a piece at a time is the hash of its bytes (core/fileio.hpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,7 +13,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
 #include "core/buffer.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/hash.hpp"
+#include "core/prefault.hpp"
 
 namespace {
 
@@ -40,6 +51,16 @@ size_t mapped_kib() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmSize:", 0) == 0) return std::stoul(line.substr(7));
   return 0;
+}
+
+// How many of the pages of [p, p + bytes) (p page-aligned) are resident.
+size_t resident_pages(const void* p, size_t bytes) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), pages = (bytes + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  EXPECT_EQ(mincore(const_cast<void*>(p), bytes, in.data()), 0);
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
 }
 
 }  // namespace
@@ -111,4 +132,45 @@ TEST(Buffer, ReleasedPagesReadZeroAndStopCountingTheRestKeepsItsValues) {
   b[45 * per_page] = 7;  // a released page is mapped again by a write
   EXPECT_EQ(resident(45, 1), 1u);
   EXPECT_EQ(b[45 * per_page], 7.0f);
+}
+
+// A Prefault faults a buffer's pages in on its own thread (where the kernel has
+// MADV_POPULATE_WRITE, 5.14+; elsewhere it does nothing, which the test then accepts), and
+// values written meanwhile by the owner stay as written: the advice does not write.
+TEST(Prefault, PopulatesInTheBackgroundAndKeepsWhatTheOwnerWrites) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), n = (size_t(24) << 20) / sizeof(float);
+  marin::Buffer<float> b(n), untouched(n);
+  const size_t pages = n * sizeof(float) / page;
+  ASSERT_EQ(resident_pages(b.data(), n * sizeof(float)), 0u);
+  {
+    marin::Prefault pf;
+    pf.add(b.data(), n * sizeof(float));
+    pf.start();
+    for (size_t i = 0; i < n; i += 4099) b[i] = float(i) + 0.5f;  // the owner, meanwhile
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (resident_pages(b.data(), n * sizeof(float)) < pages &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Where the kernel has the advice, every page is in; where it refuses it (EINVAL), the values
+  // below are all there is to check.
+  if (madvise(untouched.data(), 0, MADV_POPULATE_WRITE) == 0) {
+    EXPECT_EQ(resident_pages(b.data(), n * sizeof(float)), pages);
+  }
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], i % 4099 == 0 ? float(i) + 0.5f : 0.0f) << i;
+  EXPECT_EQ(resident_pages(untouched.data(), n * sizeof(float)), 0u) << "a buffer not added";
+}
+
+TEST(FileHash, APieceAtATimeIsTheHashOfTheBytes) {
+  const std::string path = ::testing::TempDir() + "/marin-file-hash.bin";
+  for (const size_t size :
+       {size_t(0), size_t(1), size_t(1) << 20, (size_t(1) << 20) + 1, (size_t(3) << 20) + 12345}) {
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = char((i * 2654435761u) >> 13);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(size));
+    EXPECT_EQ(marin::xxh64_file_hex(path), marin::xxh64_hex(bytes)) << size;
+    EXPECT_EQ(marin::read_file(path), bytes) << size;
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(marin::xxh64_file_hex(path), marin::Error);
 }
