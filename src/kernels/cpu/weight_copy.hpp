@@ -18,7 +18,8 @@ struct WeightCopies {
   static bool covers(const float* p, int64_t extent, Dtype d);
   // The weights op(B)[K,N] at p (leading dimension ldb, transposed when tb) in the layout `want`
   // that oneDNN's bf16 matmul chose for them (its weights_desc, asked for format `any`): made
-  // from the bf16 copy by a reorder at their first use after each refresh, then kept. An empty
+  // by a reorder at their first use after each refresh, from the plain bf16 copy where it is
+  // current, else from the weights converted then (the same bits), and kept. An empty
   // memory where no fresh bf16 copy holds them.
   static dnnl::memory blocked(const float* p, bool tb, int64_t K, int64_t N, int64_t ldb,
                               const dnnl::memory::desc& want, const dnnl::engine& engine,
