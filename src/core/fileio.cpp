@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -152,8 +153,10 @@ void read_pieces(const std::string& path, S&& sized, F&& take) {
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail("cannot read {}: {}", path, errstr(errno));
-  sized(st.st_size > 0 ? size_t(st.st_size) : 0);
-  std::vector<char> buf(size_t(1) << 20);
+  const size_t size = st.st_size > 0 ? size_t(st.st_size) : 0;
+  sized(size);
+  // The whole of a small file (and one byte to see its end) in one piece; a large one by MiBs.
+  std::vector<char> buf(std::clamp(size + 1, size_t(4096), size_t(1) << 20));
   for (;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {

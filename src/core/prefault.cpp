@@ -1,6 +1,7 @@
 #include "core/prefault.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,7 +22,7 @@ void Prefault::start() {
   thread_ = std::thread([this] {
     // Whole pages only (the advice wants an aligned start), in pieces, so a stop (the run
     // ending early) waits for one piece at most.
-    constexpr size_t kPage = 4096, kPiece = size_t(32) << 20;
+    const uintptr_t kPage = uintptr_t(sysconf(_SC_PAGESIZE)), kPiece = uintptr_t(32) << 20;
     for (const Range& r : ranges_) {
       const uintptr_t b = (reinterpret_cast<uintptr_t>(r.p) + kPage - 1) / kPage * kPage;
       const uintptr_t e = (reinterpret_cast<uintptr_t>(r.p) + r.bytes) / kPage * kPage;
@@ -30,7 +31,7 @@ void Prefault::start() {
                     MADV_POPULATE_WRITE) == 0)
           continue;
         if (errno == EINVAL) return;  // a kernel without the advice: the first touch does it
-        break;                        // no memory now: the owner's own touch will tell
+        break;  // this range: unmapped since, or no memory now (the owner's touch will tell)
       }
     }
   });

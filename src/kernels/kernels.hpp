@@ -5,7 +5,6 @@
 //
 // Conventions: row-major; weights are [in, out] and applied as y = x @ W; `rows` counts tokens;
 // backward functions *overwrite* input gradients (dx) and *accumulate* into weight gradients (dw).
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -127,11 +126,12 @@ void gemv_bf16(i64 N, i64 K, float alpha, const uint16_t* x, const uint16_t* W, 
 // GEMMs from construction to destruction; the buffer must not move meanwhile. On oneDNN's bf16
 // matmul a weight is read in the blocked layout the library asks for (reordered from the copy
 // at its first product after a refresh): a weight in its plain layout is re-packed at every
-// call. The plain bf16 copy is made only where a product reads it — decoding's one-row products,
-// at their first call after a refresh(); a training step and a batched forward read only the
-// blocked layouts, so they never hold it (cpu-small: 40 MB less). Either way the values are
-// those of the buffer at the first product after the refresh (the owner does not change the
-// buffer in between). refresh(begin, end) converts its range at once.
+// call. In bf16 the plain copy of the whole buffer is made only by refresh_for_decoding(): a
+// decoded token's one-row products (gemv) read it. A training step and a batched forward
+// refresh() without it (cpu-small: 40 MB less), their layouts converted from the buffer at the
+// weight's first product, and a one-row product among them (an expert block of one row)
+// converts its weight at the call; the owner does not change the buffer before its products.
+// refresh(begin, end) converts its range at once.
 namespace cpu {
 struct WeightCopies;
 }
@@ -142,6 +142,8 @@ class WeightCopy {
   WeightCopy(const WeightCopy&) = delete;
   WeightCopy& operator=(const WeightCopy&) = delete;
   void refresh();
+  // refresh(), and in bf16 the plain copy made now (Model::decode at a sequence's first token).
+  void refresh_for_decoding();
   // refresh() of the values [begin, end) only: fully sharded parameters (--shard-params) convert
   // each run of the table when it is gathered, and no product reads the rest of the copy before
   // its own run is refreshed.
@@ -171,12 +173,11 @@ class WeightCopy {
   i64 n_;
   Dtype dtype_ = Dtype::fp32;  // of the last refresh(); fp32: no copy
   uint64_t refreshes_ = 0;     // the blocked layouts made since the last refresh are current
-  // Makes the plain bf16 copy of the whole buffer if the last refresh() left it stale.
-  void make_plain() const;
-  // bf16: made on first use (make_plain), hence mutable; plain_fresh_: it holds the buffer as of
-  // the last refresh (a range refresh vouches for its range only: the gated protocol above).
-  mutable std::vector<uint16_t> bf16_;
-  mutable std::atomic<bool> plain_fresh_{false};
+  void refresh_all(bool plain);
+  // bf16_ holds the buffer as of the last refresh when plain_fresh_ (after a range refresh: each
+  // range as of its own, the gated protocol above). Both change under the copies' list lock only.
+  std::vector<uint16_t> bf16_;
+  bool plain_fresh_ = false;
   std::vector<float> rounded_;
   std::unique_ptr<Layouts> layouts_;
 };

@@ -296,7 +296,7 @@ void Model<T>::decode(const int32_t* tokens, DecodeCache<T>* const* caches, int6
   }
   // A decoder's weights never change while it runs (eval/sampler.hpp): converted when a sequence
   // starts, read by the rest.
-  if (first) refresh_weight_copy();
+  if (first && weight_copy_) weight_copy_->refresh_for_decoding();  // its gemv reads the plain copy
   // The n rows run through the training forward's own buffers (saved activations, which a
   // decoding call may overwrite), never logits_.
   T* x = embed_.data();

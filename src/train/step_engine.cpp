@@ -147,17 +147,19 @@ StepEngine::StepEngine(const TrainOptions& o, parallel::Comm& comm) : opt_(o), c
   tokens_.resize(n);
   labels_.resize(n);
   seg_.resize(n);
-  // The first step touches these whole, so their pages are faulted in now on a thread of their
-  // own, beside the weights' initialisation (not with --shard-params, which gives pages back).
+}
+
+void StepEngine::start_prefault() {
+  // Not with --shard-params, which gives pages back; not v under MuonH, which only its Adam
+  // groups write (a fresh page read is the shared zero page: no memory).
+  if (prefault_ || shards_) return;
   prefault_ = std::make_unique<Prefault>();
-  if (!shards_) {
-    const auto add = [&](Buffer<float>& b) { prefault_->add(b.data(), b.size() * sizeof(float)); };
-    add(model_->params()), add(model_->grads());
-    add(optimizer_->local_m()), add(optimizer_->local_v());
-    for (auto* bufs : {&partials_, &expert_partials_})
-      for (auto& b : *bufs) add(b);
-    prefault_->start();
-  }
+  const auto add = [&](Buffer<float>& b) { prefault_->add(b.data(), b.size() * sizeof(float)); };
+  add(model_->params()), add(model_->grads()), add(optimizer_->local_m());
+  if (opt_.optim.kind != "muonh") add(optimizer_->local_v());
+  for (auto* bufs : {&partials_, &expert_partials_})
+    for (auto& b : *bufs) add(b);
+  prefault_->start();
 }
 
 StepEngine::~StepEngine() = default;

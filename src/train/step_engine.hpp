@@ -78,6 +78,11 @@ class StepEngine {
   ~StepEngine();
 
   void init(uint64_t seed);
+  // Faults in the parameters, gradients, partials and optimizer state, which the first step
+  // touches whole, on a thread of their own (core/prefault.hpp): the Trainer calls it before a
+  // fresh run initialises its weights (beside which it runs), and after a resume has loaded its
+  // checkpoint (whose full-size temporaries would otherwise coexist with them).
+  void start_prefault();
   // Loads full-layout parameters and optimizer state (m, v null: fresh); this rank takes its
   // expert shard.
   void load_full_state(const float* params, const float* m, const float* v);
@@ -158,8 +163,7 @@ class StepEngine {
   std::vector<Routing<float>> routing_log_;  // per layer: this rank's rows of the step (QB)
   std::vector<RouterStatsAccumulator> router_acc_;
   std::vector<int32_t> tokens_, labels_, seg_;  // the global batch
-  // Populates the largest buffers above in the background at the start (core/prefault.hpp).
-  // Last, so it stops before any of them is freed.
+  // start_prefault's thread. Last, so it stops before any buffer it populates is freed.
   std::unique_ptr<Prefault> prefault_;
 };
 

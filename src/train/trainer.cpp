@@ -120,6 +120,7 @@ Trainer::Trainer(const TrainOptions& o, const std::string& run_dir, const std::s
         "--config or --set with --init to train the checkpoint's own model)",
         init_dir);
   setup(opts, run_dir, comm);
+  engine_->start_prefault();  // beside the initialisation below
   if (!init_dir.empty()) {
     Buffer<float> full(size_t(engine_->full_table().total()));
     load_params(init_dir, engine_->full_table(), full.data());
@@ -156,6 +157,7 @@ void Trainer::start_from(const ResumePoint& p) {
   }
   step_ = p.state.step;
   lineage_ = p.state.lineage;
+  engine_->start_prefault();  // after the checkpoint's temporaries are gone
 }
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& run_dir, parallel::Comm* comm,

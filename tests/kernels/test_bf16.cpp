@@ -300,11 +300,16 @@ std::vector<mk::Dtype> bf16_dtypes() {
 // A GEMM whose weight input lies inside a refreshed WeightCopy reads the copy: the same bits
 // as converting at the call, and, once the weights change without a refresh, still the old
 // ones (so the copy is what was read). An input that only partly lies inside, a copy of another
-// dtype, or a refresh in fp32 means no copy: converted at the call, as before.
+// dtype, or a refresh in fp32 means no copy: converted at the call, as before. The one-row
+// product (gemv) reads the plain bf16 copy, which refresh_for_decoding makes (a decoder's);
+// after a plain refresh() it converts at the call (WeightCopy.ARefreshWithoutThePlainCopy...).
 TEST(WeightCopy, GemmsReadItAndComputeTheBitsOfConvertingAtTheCall) {
-  auto refresh_in = [](mk::Dtype dtype, mk::WeightCopy& c) {
+  auto refresh_in = [](mk::Dtype dtype, mk::WeightCopy& c, const GemmCase& g) {
     mk::set_compute_dtype(dtype);
-    c.refresh();
+    if (g.M == 1)
+      c.refresh_for_decoding();
+    else
+      c.refresh();
     mk::set_compute_dtype(mk::Dtype::fp32);
   };
   for (const mk::Dtype d : bf16_dtypes()) {
@@ -327,11 +332,11 @@ TEST(WeightCopy, GemmsReadItAndComputeTheBitsOfConvertingAtTheCall) {
 
       mk::WeightCopy copy(buffer.data(), int64_t(buffer.size()));
       EXPECT_EQ(run_in_buffer(), want) << "before any refresh: no copy";
-      refresh_in(d, copy);
+      refresh_in(d, copy, g);
       EXPECT_EQ(run_in_buffer(), want) << "the copy's bits differ from converting at the call";
       set_weights(B2);
       EXPECT_EQ(run_in_buffer(), want) << "the GEMM did not read the copy";
-      refresh_in(d, copy);
+      refresh_in(d, copy, g);
       EXPECT_EQ(run_in_buffer(), changed) << "refresh() did not convert the new weights";
       // A refresh in fp32 leaves no copy: the GEMM converts the buffer's values of the moment.
       copy.refresh();
@@ -339,14 +344,14 @@ TEST(WeightCopy, GemmsReadItAndComputeTheBitsOfConvertingAtTheCall) {
       EXPECT_EQ(run_in_buffer(), want) << "a refresh in fp32 left a copy in use";
       {  // A copy of a buffer that holds only part of the input is not read.
         mk::WeightCopy part(buffer.data(), at + nb - 1);
-        refresh_in(d, part);
+        refresh_in(d, part, g);
         set_weights(B2);
         EXPECT_EQ(run_in_buffer(), changed) << "an input only partly inside a copy read it";
       }
       // Nor is a copy of the other bf16 dtype.
       const mk::Dtype other = d == mk::Dtype::bf16 ? mk::Dtype::bf16_emulated : mk::Dtype::bf16;
       if (other == mk::Dtype::bf16 && !mk::bf16_gemm_supported()) continue;
-      refresh_in(other, copy);
+      refresh_in(other, copy, g);
       set_weights(B);
       EXPECT_EQ(run_in_buffer(), want) << "a copy in " << mk::dtype_name(other) << " was read";
     }
@@ -372,7 +377,10 @@ TEST(WeightCopy, ARangeRefreshConvertsThatRangeOnly) {
       const auto old2 = run_gemm(d, g, A, weights(second), C0);
       mk::WeightCopy copy(buffer.data(), int64_t(buffer.size()));
       mk::set_compute_dtype(d);
-      copy.refresh();
+      if (g.M == 1)
+        copy.refresh_for_decoding();  // the one-row product reads the plain copy
+      else
+        copy.refresh();
       mk::set_compute_dtype(mk::Dtype::fp32);
       EXPECT_EQ(gemm_at(first), old1);  // makes its blocked layout, where the library has one
       EXPECT_EQ(gemm_at(second), old2);
@@ -383,6 +391,30 @@ TEST(WeightCopy, ARangeRefreshConvertsThatRangeOnly) {
       mk::set_compute_dtype(mk::Dtype::fp32);
       EXPECT_EQ(gemm_at(first), new1) << "the range refreshed was not converted again";
       EXPECT_EQ(gemm_at(second), old2) << "a weight outside the range changed in the copy";
+    }
+  }
+}
+
+// refresh() (a training step's, a batched forward's) makes no plain bf16 copy: its blocked
+// layouts are made from the buffer at each weight's first product, and a one-row product (an
+// expert block of one row) converts the buffer's values at the call, making nothing.
+TEST(WeightCopy, ARefreshWithoutThePlainCopyMakesNoneAndConvertsAtTheCall) {
+  if (!mk::bf16_gemm_supported()) GTEST_SKIP() << "no bf16 GEMM on this CPU: fp32 only";
+  const GemmCase one{false, false, 1, 50, 70, 1.0f, 1.0f}, many{false, false, 33, 47, 65, 1, 0};
+  for (const GemmCase& g : {one, many}) {
+    const auto A = randn(g.M * g.K, 41), C0 = randn(g.M * g.N, 42);
+    std::vector<float> buffer = randn(g.K * g.N + 9, 43);
+    const auto want = run_gemm(mk::Dtype::bf16, g, A, buffer.data() + 4, C0);
+    mk::WeightCopy copy(buffer.data(), int64_t(buffer.size()));
+    mk::set_compute_dtype(mk::Dtype::bf16);
+    copy.refresh();
+    mk::set_compute_dtype(mk::Dtype::fp32);
+    EXPECT_EQ(run_gemm(mk::Dtype::bf16, g, A, buffer.data() + 4, C0), want);
+    if (g.M == 1) {
+      EXPECT_EQ(copy.bytes(), 0) << "a one-row product made the plain copy";
+    } else {
+      EXPECT_GT(copy.bytes(), 0) << "no blocked layout was made";
+      EXPECT_LE(copy.bytes(), mk::WeightCopy::layout_bytes_bound(g.K, g.N)) << "a plain copy too";
     }
   }
 }

@@ -78,31 +78,32 @@ void WeightCopy::convert(i64 begin, i64 end) {
     round_to_bf16(data_ + begin, rounded_.data() + begin, end - begin);
 }
 
-void WeightCopy::make_plain() const {
-  if (plain_fresh_) return;
-  std::lock_guard guard(layouts_->mutex);  // products may ask for it concurrently
-  if (plain_fresh_) return;
-  if (bf16_.size() != size_t(n_)) bf16_.resize(size_t(n_));
-  to_bf16(data_, bf16_.data(), n_);
-  plain_fresh_ = true;
-}
-
-void WeightCopy::refresh() {
+void WeightCopy::refresh_all(bool plain) {
   std::unique_lock lock(g_mutex);  // no product reads a copy while it changes
   switch_to(compute_dtype());
   ++refreshes_;  // every blocked layout is stale
-  if (dtype_ == Dtype::bf16)
-    plain_fresh_ = false;  // made at its first reader (make_plain), if any
-  else
-    convert(0, n_);
+  if (dtype_ != Dtype::bf16 || plain) convert(0, n_);
+  plain_fresh_ = dtype_ == Dtype::bf16 && plain;
+}
+
+void WeightCopy::refresh() {
+  refresh_all(false);
+}
+
+void WeightCopy::refresh_for_decoding() {
+  refresh_all(true);
 }
 
 void WeightCopy::refresh(i64 begin, i64 end) {
   std::unique_lock lock(g_mutex);
   const Dtype d = compute_dtype();
   if (d != dtype_) switch_to(d);
-  convert(begin, end);
-  if (d == Dtype::bf16) plain_fresh_ = true;  // for this range: the caller's protocol
+  // A plain copy left stale by refresh() is made whole first (then kept fresh range by range).
+  if (d == Dtype::bf16 && !plain_fresh_)
+    convert(0, n_);
+  else
+    convert(begin, end);
+  if (d == Dtype::bf16) plain_fresh_ = true;
   // The blocked layouts of the weights in the run are stale; the others stay current.
   std::lock_guard guard(layouts_->mutex);
   for (auto& [key, blocked] : layouts_->blocked)
@@ -130,8 +131,8 @@ const void* WeightCopies::find(const float* p, int64_t extent, Dtype d) {
   std::shared_lock lock(g_mutex);
   const WeightCopy* c = holder(p, extent, d);
   if (!c) return nullptr;
+  if (d == Dtype::bf16 && !c->plain_fresh_) return nullptr;  // refresh(): no plain copy
   const i64 at = p - c->data_;
-  if (d == Dtype::bf16) c->make_plain();
   return d == Dtype::bf16 ? static_cast<const void*>(c->bf16_.data() + at)
                           : static_cast<const void*>(c->rounded_.data() + at);
 }
@@ -157,7 +158,7 @@ dnnl::memory WeightCopies::blocked(const float* p, bool tb, int64_t K, int64_t N
   dnnl::memory to = kept ? it->second.memory : dnnl::memory(want, engine);  // oneDNN owns it
   // The source: the plain copy where one is current (made since the refresh: the layouts then
   // hold the same values as it), else this weight converted now from the buffer, with the same
-  // rounding (a training step never makes the plain copy: see make_plain).
+  // rounding (a training step never makes the plain copy: refresh_for_decoding does).
   const uint16_t* source = nullptr;
   int64_t ld = ldb;
   if (c->plain_fresh_) {

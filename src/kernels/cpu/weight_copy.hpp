@@ -11,10 +11,10 @@ namespace marin::kernels::cpu {
 struct WeightCopies {
   // The copy of the `extent` floats at p in dtype d (bf16: uint16_t values; bf16_emulated:
   // bf16-rounded floats), at the same offsets and strides, or null where no fresh copy of that
-  // dtype holds all of them.
+  // dtype holds all of them (in bf16: no plain copy since a refresh() without it).
   static const void* find(const float* p, int64_t extent, Dtype d);
-  // Whether a fresh copy in dtype d holds them, without making the plain bf16 copy (a product
-  // that reads the blocked layouts asks this, not find).
+  // Whether a fresh copy in dtype d holds them, plain copy or not (a product that reads the
+  // blocked layouts asks this, not find).
   static bool covers(const float* p, int64_t extent, Dtype d);
   // The weights op(B)[K,N] at p (leading dimension ldb, transposed when tb) in the layout `want`
   // that oneDNN's bf16 matmul chose for them (its weights_desc, asked for format `any`): made
