@@ -65,7 +65,7 @@ void WeightCopy::switch_to(Dtype d) {
   }
   if (d != Dtype::bf16_emulated) std::vector<float>().swap(rounded_);
   if (d == Dtype::bf16_emulated) rounded_.resize(size_t(n_));
-  plain_fresh_ = false;  // bf16: sized when first made (make_plain, or a range refresh)
+  plain_fresh_ = false;  // bf16: sized when first made (refresh_for_decoding, a range refresh)
   dtype_ = d;
 }
 
