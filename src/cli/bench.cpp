@@ -54,7 +54,7 @@ struct BenchOptions {
   int64_t prompt_tokens = 0, max_tokens = 0;  // --decode; 0: 64 and 256, less if seq_len is short
   int64_t gen_batch = 1;                      // --decode: sequences decoded together
   bool json = false, train = false, decode = false, profile = false;
-  std::string vocab, ns_dtype = "fp32";
+  std::string vocab, ns_dtype = OptimConfig{}.ns_dtype;
   bool no_overlap = false;    // --train: as marin train --no-overlap
   bool shard_params = false;  // --train: as marin train --shard-params
   std::vector<std::string> files;
@@ -135,8 +135,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
     profile::enable(false);
     // Newton–Schulz of every MuonH tensor on the last gradients (all of them, on one rank).
     Model<float>& m = trainer.model();
-    const auto ns_products =
-        o.ns_dtype == "compute" ? kernels::Precision::compute : kernels::Precision::fp32;
+    const auto ns_products = t.optim.ns_products();
     i64 w = 1, out = 1;
     for (auto& p : m.table().params())
       if (p.group == OptGroup::MuonH)
@@ -192,7 +191,7 @@ nlohmann::json bench_train(const BenchOptions& o, const ModelConfig& c) {
 
 // --profile: where the step goes, op by op (self time; the products' FLOPs each op ran), as
 // shares of the mean timed step, against the peak the step is judged by (bf16's for a bf16 step,
-// although Newton–Schulz's products in optimizer.update run in fp32 unless --ns-dtype compute).
+// although Newton–Schulz's products in optimizer.update run in fp32 under --ns-dtype fp32).
 void print_profile(const nlohmann::json& ops, double step_seconds, double peak, bool bf16) {
   fmt::print("\nper-op profile (rank 0; mean of the timed steps; self time):\n");
   fmt::print("  {:<26} {:>7} {:>10} {:>7} {:>9} {:>9}\n", "op", "calls", "ms/step", "step",
@@ -338,7 +337,7 @@ void print_step_report(const BenchOptions& o, const ModelConfig& c, const nlohma
         j["comm_seconds_median"].get<double>() * 1e3, 100 * j["comm_fraction"].get<double>(),
         double(j["comm_bytes_per_rank"].get<int64_t>()) / 1e6,
         100 * j["newton_schulz_fraction_of_step"].get<double>(),
-        o.ns_dtype == "compute" ? kernels::dtype_name(kernels::compute_dtype()) : "fp32");
+        o.ns_dtype == "fp32" ? "fp32" : kernels::dtype_name(kernels::compute_dtype()));
     fmt::print(
         "peak resident memory {:.2f} GiB on the largest rank{} (marin plan's parts: {:.2f} GiB)\n",
         double(j["peak_rss_bytes"].get<int64_t>()) / (1 << 30),
@@ -467,8 +466,8 @@ MARIN_COMMAND(
                      "--train: rows per forward (default as marin train)");
       app.add_option("--ep", o->ep, "--train: expert parallelism (as marin train)");
       app.add_option("--ns-dtype", o->ns_dtype,
-                     "--train: Newton–Schulz products in fp32 or the compute dtype (as marin "
-                     "train)")
+                     "--train: Newton–Schulz products in the compute dtype (default) or fp32 (as "
+                     "marin train)")
           ->check(CLI::IsMember({"fp32", "compute"}));
       app.add_flag("--no-overlap", o->no_overlap,
                    "--train under mpirun: sum the gradients after the backward and run the "

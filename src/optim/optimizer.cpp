@@ -163,10 +163,8 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
       case OptGroup::MuonH: {
         const RadiusScope scope = p.routed_expert ? cfg_.expert_radius : RadiusScope::kLayer;
         const optim::StackSum* split = p.routed_expert ? stack_sum_.get() : nullptr;
-        muonh_update(
-            P, G, M, p.num_mats, p.rows(), p.cols(), lr.muonh, scope, work_.data(),
-            optim::kMuonBeta, split,
-            cfg_.ns_dtype == "compute" ? kernels::Precision::compute : kernels::Precision::fp32);
+        muonh_update(P, G, M, p.num_mats, p.rows(), p.cols(), lr.muonh, scope, work_.data(),
+                     optim::kMuonBeta, split, cfg_.ns_products());
         break;
       }
       case OptGroup::AdamH:

@@ -70,8 +70,8 @@ std::vector<TrainOption> optimization_options() {
      }},
     {.flag = "--ns-dtype", .key = "/optimizer/ns_dtype", .kind = O::Choice,
      .choices = {"fp32", "compute"}, .optional = true, .on_resume = kYes,
-     .help = "Newton-Schulz products in fp32 (default) or in the compute dtype of --dtype (bf16: "
-             "the 535B run's choice)",
+     .help = "Newton-Schulz products in the compute dtype of --dtype (default; bf16 as the 535B "
+             "run) or in fp32",
      MEMBER(optim.ns_dtype)},
     {.flag = "--gate-router-wd", .key = "/optimizer/gate_router_wd", .kind = O::Bool,
      .help = "decay head gate and router weights by 0.02·(1 − t/T)", MEMBER(optim.gate_router_wd)},

@@ -492,21 +492,20 @@ TEST(Bf16Train, EmulatedTinyEndsWithin2PercentOfFp32) {
   const auto run_json = nlohmann::json::parse(marin::read_file(tmp.str("emu/run.json")));
   EXPECT_EQ(run_json["dtype"], "bf16-emulated");
   EXPECT_EQ(run_json["options"]["dtype"], "bf16-emulated");
-  EXPECT_EQ(run_json["options"]["optimizer"]["ns_dtype"], "fp32");
-  // Newton–Schulz in the compute dtype too (--ns-dtype compute, the 535B run's bf16 NS): another
-  // run, also within 2 % of fp32.
-  r = run(base + " --dtype bf16-emulated --ns-dtype compute --out " + tmp.str("emu-ns"));
+  // Newton–Schulz's products follow the compute dtype by default (the 535B run's bf16 NS).
+  EXPECT_EQ(run_json["options"]["optimizer"]["ns_dtype"], "compute");
+  // --ns-dtype fp32 keeps them in fp32: another run, also within 2 % of fp32.
+  r = run(base + " --dtype bf16-emulated --ns-dtype fp32 --out " + tmp.str("emu-ns"));
   ASSERT_EQ(r.code, 0) << r.out;
   const auto c = metrics(tmp.str("emu-ns"));
   ASSERT_EQ(c.size(), 30u);
   const double lc = c.back()["loss"].get<double>();
-  std::printf("  with Newton-Schulz in bf16-emulated too: %.6f (%+.3f %%)\n", lc,
-              100 * (lc - la) / la);
-  EXPECT_NE(lc, lb) << "--ns-dtype compute changed nothing";
-  EXPECT_LT(std::fabs(lc - la), 0.02 * la) << "fp32 " << la << ", NS in bf16-emulated " << lc;
+  std::printf("  with Newton-Schulz in fp32: %.6f (%+.3f %%)\n", lc, 100 * (lc - la) / la);
+  EXPECT_NE(lc, lb) << "--ns-dtype fp32 changed nothing";
+  EXPECT_LT(std::fabs(lc - la), 0.02 * la) << "fp32 " << la << ", NS in fp32 " << lc;
   EXPECT_EQ(nlohmann::json::parse(
                 marin::read_file(tmp.str("emu-ns/run.json")))["options"]["optimizer"]["ns_dtype"],
-            "compute");
+            "fp32");
 }
 
 // The same on the hardware, with heads of 16 (tiny's 8 has no SIMD attention): every GEMM and
@@ -598,15 +597,18 @@ TEST(Bf16Train, CliReportsTheDtypeAndTheFallback) {
   r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(hw ? "dtype: bf16)" : "dtype: fp32)"), std::string::npos) << r.out;
-  // Newton–Schulz in the compute dtype, as marin train --ns-dtype compute runs it; said and kept.
-  r =
-      run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16-emulated "
-          "--ns-dtype compute");
+  // Newton–Schulz in the compute dtype by default, as marin train runs it; said and kept.
+  r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16-emulated");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("(its products in bf16-emulated)"), std::string::npos) << r.out;
-  r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --json --ns-dtype compute");
+  r =
+      run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --dtype bf16-emulated "
+          "--ns-dtype fp32");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(nlohmann::json::parse(r.out.substr(r.out.find('{')))["ns_dtype"], "compute");
+  EXPECT_NE(r.out.find("(its products in fp32)"), std::string::npos) << r.out;
+  r = run("bench --preset tiny --batch 2 --iters 1 --warmup 0 --train --json --ns-dtype fp32");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(r.out.find('{')))["ns_dtype"], "fp32");
   r = run("bench --preset tiny --train --ns-dtype bf16");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--ns-dtype"), std::string::npos) << r.out;
