@@ -9,8 +9,10 @@
 #include "core/rng.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/optim.hpp"
+#include "model/params.hpp"
 #include "optim/muonh.hpp"
 #include "optim/newton_schulz.hpp"
+#include "optim/optimizer.hpp"
 
 namespace {
 
@@ -72,6 +74,35 @@ BENCHMARK(BM_MuonHUpdate)
     ->Args({128, 128, 32})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3)
+    ->UseRealTime();
+
+// A whole cpu-small model's update (Optimizer::step: MuonH, AdamH and Adam over 20.6 M
+// parameters), as the trainer's optimizer.update runs it, in fp32 (/0) and with Newton–Schulz's
+// products in bf16 (/1, the default of a bf16 run); OMP_NUM_THREADS sets the threads.
+void BM_OptimizerStep(benchmark::State& st) {
+  namespace mk = marin::kernels;
+  const bool bf16 = st.range(0) == 1;
+  std::string why;
+  if (bf16 && !mk::bf16_gemm_supported(&why)) return st.SkipWithError(why.c_str());
+  const mk::DtypeScope dtype(bf16 ? mk::Dtype::bf16 : mk::Dtype::fp32);
+  const marin::ParamTable t(marin::ModelConfig::preset("cpu-small"));
+  marin::OptimConfig oc;
+  oc.muonh_lr = 0.02, oc.adam_lr = 1e-3, oc.total_steps = 1000;
+  marin::Optimizer opt(t, oc);
+  std::vector<float> P(size_t(t.total()));
+  t.initialize(P.data(), 1);
+  const auto G = randn(t.total(), 6);
+  int64_t step = 10;
+  for (auto _ : st) {
+    opt.step(P.data(), G.data(), step++);
+    benchmark::DoNotOptimize(P.data());
+  }
+}
+BENCHMARK(BM_OptimizerStep)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0)
     ->UseRealTime();
 
 // MuonH's Nesterov momentum, the largest element-wise kernel of a step, over a whole cpu-small

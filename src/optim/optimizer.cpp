@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "kernels/threads.hpp"
 #include "optim/schedule.hpp"
 
 namespace marin {
@@ -99,17 +100,28 @@ Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
   work_.resize(size_t(workspace_size()));
 }
 
-// The largest workspace of this rank's updates; MuonH's grows with the compute threads (one
-// Newton–Schulz workspace per task slot), so step() checks it again.
+// A MuonH tensor that is one matrix of this process (not a routed-expert stack, whose radius may
+// be summed over the expert-parallel group): updated as a task beside the others (step()).
+bool Optimizer::updated_as_task(const ParamInfo& p) const {
+  return cfg_.kind == "muonh" && p.group == OptGroup::MuonH && p.num_mats == 1 && !p.routed_expert;
+}
+
+// The largest workspace of this rank's updates: of a stack's Newton–Schulz (one workspace per
+// task slot) or of the single matrices' tasks (one whole MuonH workspace per slot). Both grow
+// with the compute threads, so step() checks it again.
 int64_t Optimizer::workspace_size() const {
-  i64 work = 1;
+  i64 work = 1, task_work = 0, tasks = 0;
   for (auto& p : table_.params()) {
     if (!owns(p.offset)) continue;
-    if (p.group == OptGroup::MuonH)
+    if (updated_as_task(p)) {
+      task_work = std::max(task_work, muonh_workspace_size(1, p.rows(), p.cols()));
+      ++tasks;
+    } else if (p.group == OptGroup::MuonH) {
       work = std::max(work, muonh_workspace_size(p.num_mats, p.rows(), p.cols()));
+    }
     if (p.group == OptGroup::AdamH) work = std::max(work, adamh_workspace_size(p.size));
   }
-  return work;
+  return std::max(work, kernels::task_slots(tasks) * task_work);
 }
 
 Optimizer::~Optimizer() = default;
@@ -141,26 +153,36 @@ static bool is_gate_or_router(const std::string& name) {
   return ends(".attn.gate") || ends(".moe.router");
 }
 
+// This rank's m (or v) of tensor p, whose region r this rank updates.
+float* Optimizer::state_of(const ParamInfo& p, const Region& r, Buffer<float>& m_or_v) {
+  return m_or_v.data() + r.state_at + (p.offset - r.own().begin);
+}
+
 void Optimizer::step(float* params, const float* grads, int64_t step) {
   const LearningRates lr = rates(step);
   const AdamParams hp{cfg_.beta1, cfg_.beta2, cfg_.eps};
   const i64 t = step + 1;
   if (const int64_t need = workspace_size(); need > int64_t(work_.size()))
     work_.resize(size_t(need));
+  std::vector<const ParamInfo*> matrices;  // updated as tasks, after the loop
   for (auto& p : table_.params()) {
     const Region* r = region_of(p.offset);
-    if (!r) continue;  // another rank's tensor
+    if (!r) continue;                          // another rank's tensor
+    if (p.group == OptGroup::State) continue;  // QB bias: set by balancing, never trained
+    if (updated_as_task(p)) {
+      matrices.push_back(&p);
+      continue;
+    }
     float* P = params + p.offset;
     const float* G = grads + p.offset;
-    float* M = m_.data() + r->state_at + (p.offset - r->own().begin);
-    float* V = v_.data() + r->state_at + (p.offset - r->own().begin);
-    if (p.group == OptGroup::State) continue;  // QB bias: set by balancing, never trained
+    float* M = state_of(p, *r, m_);
+    float* V = state_of(p, *r, v_);
     if (cfg_.kind == "adamw") {
       adamw_update(P, G, M, V, p.size, lr.adam, hp, t, cfg_.adamw_wd);
       continue;
     }
     switch (p.group) {
-      case OptGroup::MuonH: {
+      case OptGroup::MuonH: {  // a stack of matrices (routed experts)
         const RadiusScope scope = p.routed_expert ? cfg_.expert_radius : RadiusScope::kLayer;
         const optim::StackSum* split = p.routed_expert ? stack_sum_.get() : nullptr;
         muonh_update(P, G, M, p.num_mats, p.rows(), p.cols(), lr.muonh, scope, work_.data(),
@@ -177,6 +199,7 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
         break;
     }
   }
+  update_matrices(std::move(matrices), params, grads, lr.muonh);
   const Timer timer;
   for (const Region& r : regions_) {
     if (!r.where.group || !r.where.gather) continue;
@@ -184,6 +207,26 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
                               r.displs.data());
   }
   gather_seconds_ = timer.seconds();
+}
+
+// The single-matrix MuonH tensors (attention, latent, shared experts, GatedNorm), one per thread
+// at a time: their Newton–Schulz products are too small to scale inside one GEMM (on the Zen 5 a
+// 256×256 one ran 1.3× faster on two threads, a 256×32 one 5× slower). A task runs its kernels on
+// one thread (kernels::parallel_tasks); the costliest start first, so the threads end together.
+void Optimizer::update_matrices(std::vector<const ParamInfo*> matrices, float* params,
+                                const float* grads, double lr) {
+  std::stable_sort(matrices.begin(), matrices.end(), [&](const ParamInfo* a, const ParamInfo* b) {
+    return update_cost(*a, cfg_) > update_cost(*b, cfg_);
+  });
+  i64 ws = 0;
+  for (const ParamInfo* p : matrices)
+    ws = std::max(ws, muonh_workspace_size(1, p->rows(), p->cols()));
+  kernels::parallel_tasks(i64(matrices.size()), [&](i64 i, int slot) {
+    const ParamInfo& p = *matrices[size_t(i)];
+    muonh_update(params + p.offset, grads + p.offset, state_of(p, *region_of(p.offset), m_), 1,
+                 p.rows(), p.cols(), lr, RadiusScope::kLayer, work_.data() + slot * ws,
+                 optim::kMuonBeta, nullptr, cfg_.ns_products());
+  });
 }
 
 void Optimizer::gather_state(Buffer<float>& m, Buffer<float>& v) const {

@@ -105,6 +105,10 @@ class Optimizer {
   struct ExpertStackSum;
   // The region and m/v index of the tensor at `offset` when this rank updates it.
   const Region* region_of(int64_t offset) const;
+  static float* state_of(const ParamInfo& p, const Region& r, Buffer<float>& m_or_v);
+  bool updated_as_task(const ParamInfo& p) const;
+  void update_matrices(std::vector<const ParamInfo*> matrices, float* params, const float* grads,
+                       double lr);
   int64_t workspace_size() const;
   const ParamTable& table_;
   OptimConfig cfg_;

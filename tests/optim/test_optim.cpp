@@ -14,9 +14,11 @@
 #include "kernels/kernels.hpp"
 #include "kernels/optim.hpp"
 #include "kernels/threads.hpp"
+#include "model/params.hpp"
 #include "optim/adam.hpp"
 #include "optim/muonh.hpp"
 #include "optim/newton_schulz.hpp"
+#include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 
 // OpenBLAS bundles LAPACK; lapacke.h may be missing, so declare the Fortran symbol (with the
@@ -189,6 +191,48 @@ TEST(NewtonSchulz, BatchedIsTheSameAtEveryThreadCount) {
     EXPECT_EQ(out[0], out[2]) << E << "x" << r << "x" << c << " at 1 and 3 threads";
   }
   marin::kernels::set_compute_threads(before, chosen);
+}
+
+// The whole model's update (optim/optimizer.hpp) runs its single matrices as tasks, one per
+// thread, beside the expert stacks' own tasks: every thread count writes the one-thread bits, and
+// a matrix updated as a task is its own muonh_update, bit for bit.
+TEST(Optimizer, EveryThreadCountWritesTheOneThreadBits) {
+  namespace mk = marin::kernels;
+  const int before = mk::compute_threads();
+  const bool chosen = mk::compute_threads_chosen();
+  const marin::ModelConfig c = marin::ModelConfig::preset("tiny");
+  const marin::ParamTable t(c);
+  marin::OptimConfig oc;
+  oc.muonh_lr = 0.02, oc.adam_lr = 1e-3, oc.total_steps = 100;
+  std::vector<float> P0(size_t(t.total()));
+  t.initialize(P0.data(), 3);
+  const auto G = cast<float>(randn(t.total(), 17));
+  std::vector<std::vector<float>> out;
+  for (int threads : {1, 2, 3}) {
+    mk::set_compute_threads(threads, true);
+    marin::Optimizer opt(t, oc);
+    auto P = P0;
+    for (int64_t step : {10, 11}) opt.step(P.data(), G.data(), step);
+    EXPECT_EQ(mk::compute_threads(), threads) << "the tasks' one thread leaked out";
+    out.push_back(P);
+  }
+  EXPECT_EQ(out[0], out[1]) << "at 1 and 2 threads";
+  EXPECT_EQ(out[0], out[2]) << "at 1 and 3 threads";
+  mk::set_compute_threads(1, true);
+  const marin::Optimizer opt(t, oc);
+  for (const char* name : {"layers.0.attn.wq", "layers.1.moe.latent_down"}) {
+    const marin::ParamInfo& p = t.at(name);
+    auto P = P0;
+    std::vector<float> M(size_t(p.size), 0.0f),
+        ws(size_t(muonh_workspace_size(1, p.rows(), p.cols())));
+    for (int64_t step : {10, 11})
+      muonh_update(P.data() + p.offset, G.data() + p.offset, M.data(), 1, p.rows(), p.cols(),
+                   opt.rates(step).muonh, RadiusScope::kLayer, ws.data());
+    EXPECT_TRUE(
+        std::equal(P.begin() + p.offset, P.begin() + p.offset + p.size, out[0].begin() + p.offset))
+        << name;
+  }
+  mk::set_compute_threads(before, chosen);
 }
 
 // The element-wise kernels of the optimizer and of the trainer's gradient buffers split their
