@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/gates.hpp"
@@ -164,6 +165,26 @@ void BM_ExactSum(benchmark::State& st) {
   counters(st, double(n) * (2 * parts * 4 + 8 + 8 + 4), 0);
 }
 
+// The products of a cpu-small layer at one micro-batch (2 × 512 rows, d = 256, the shared
+// experts' and latent width 128), as the model calls them: forward Y = X·W, input gradient
+// dX = dY·Wᵀ, weight gradient dW = Xᵀ·dY (K = the 1,024 rows). Args: ta, tb, M, N, K, bf16.
+// Without a WeightCopy, a bf16 product converts both inputs at the call, as for activations.
+void BM_Gemm(benchmark::State& st) {
+  const bool ta = st.range(0), tb = st.range(1), bf16 = st.range(5);
+  const int64_t M = st.range(2), N = st.range(3), K = st.range(4);
+  std::string why;
+  if (bf16 && !mk::bf16_gemm_supported(&why)) return st.SkipWithError(why.c_str());
+  const mk::DtypeScope dtype(bf16 ? mk::Dtype::bf16 : mk::Dtype::fp32);
+  const auto A = randv(size_t(M * K), 1), B = randv(size_t(K * N), 2);
+  std::vector<float> C(size_t(M * N));
+  for (auto _ : st) {
+    mk::gemm<float>(ta, tb, M, N, K, 1.0f, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.0f,
+                    C.data(), N);
+    benchmark::DoNotOptimize(C.data());
+  }
+  counters(st, 4.0 * double(M * K + K * N + M * N), 2.0 * double(M * N * K));
+}
+
 BENCHMARK(BM_RmsNormFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_RmsNormBwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
 BENCHMARK(BM_SwigluFwd)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
@@ -192,3 +213,12 @@ BENCHMARK(BM_ToBf16Rows)
     ->MinTime(0.2)
     ->UseRealTime();
 BENCHMARK(BM_XentFwdBwd)->Arg(32768)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->UseRealTime();
+BENCHMARK(BM_Gemm)
+    ->ArgNames({"ta", "tb", "M", "N", "K", "bf16"})
+    ->ArgsProduct({{0}, {0}, {1024}, {128}, {256}, {0, 1}})  // forward
+    ->ArgsProduct({{0}, {1}, {1024}, {256}, {128}, {0, 1}})  // input gradient
+    ->ArgsProduct({{1}, {0}, {256}, {128}, {1024}, {0, 1}})  // weight gradient
+    ->ArgsProduct({{1}, {0}, {256}, {256}, {1024}, {0, 1}})  // attention's weight gradient
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2)
+    ->UseRealTime();

@@ -223,6 +223,35 @@ TEST(Bf16Gemm, HardwareMatchesEmulation) {
   }
 }
 
+// A product whose output is small beside its depth (a weight gradient) runs as slices of C's rows
+// on two threads (gemm.cpp, row_slices): every row computed, both transposes of A, alpha and beta
+// kept, the same bits at every call. (oneDNN blocks a slice's sums otherwise than the whole
+// product's, so the bits differ from one thread's in the last places, as its fp32 sgemm's do.)
+TEST(Bf16Gemm, AWeightGradientSlicedOverTheThreadsIsTheProduct) {
+  std::string why;
+  if (!mk::bf16_gemm_supported(&why))
+    GTEST_SKIP() << "the real bf16 GEMM needs avx512_bf16 (oneDNN): " << why;
+  const int before = mk::compute_threads();
+  const bool chosen = mk::compute_threads_chosen();
+  for (const GemmCase& g : {GemmCase{true, false, 96, 32, 512, 1.0f, 0.0f},
+                            GemmCase{false, false, 72, 48, 400, -0.5f, 1.0f},
+                            GemmCase{true, true, 33, 20, 300, 2.0f, 1.0f}}) {
+    SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
+    const auto A = randn(g.M * g.K, 11), B = randn(g.K * g.N, 12), C0 = randn(g.M * g.N, 13);
+    mk::set_compute_threads(1, true);
+    const auto one = run_gemm(mk::Dtype::bf16, g, A, B, C0);
+    mk::set_compute_threads(2, true);
+    const auto two = run_gemm(mk::Dtype::bf16, g, A, B, C0);
+    EXPECT_EQ(run_gemm(mk::Dtype::bf16, g, A, B, C0), two);
+    const auto emu = run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0);
+    for (size_t i = 0; i < two.size(); ++i) {
+      ASSERT_NEAR(one[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(g.K)) << i;
+      ASSERT_NEAR(two[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(g.K)) << i;
+    }
+  }
+  mk::set_compute_threads(before, chosen);
+}
+
 // A product whose two inputs are one matrix (Newton–Schulz's X·Xᵀ and A·A in the compute
 // dtype) converts it once for both: the bits of the same product with B a separate copy of A.
 TEST(Bf16Gemm, OneMatrixAsBothInputsComputesTheBitsOfTwoCopies) {

@@ -8,6 +8,7 @@
 // float GEMM: the commands set it once from --dtype before any model runs.
 #include <cblas.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "core/profile.hpp"
 #include "kernels/cpu/weight_copy.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/threads.hpp"
 
 namespace marin::kernels {
 
@@ -174,20 +176,12 @@ Prepared prepare(const Shape& s, Dnnl& d) {
           dnnl::memory(pd.scratchpad_desc(), d.engine, nullptr)};
 }
 
-// Throws dnnl::error where oneDNN has no bf16 matmul for this CPU.
-void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
-                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
-  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
-  const auto a = bf16_input<uint16_t>(A, sa, lda, 0);
-  if (M == 1 && !tb) {  // one row (a decoded token): our gemv, free of oneDNN's cost a call
-    const auto b = bf16_input_b<uint16_t>(B, sb, ldb, A, sa, lda, a);
-    gemv_bf16(N, K, alpha, a.p, b.p, b.ld, beta, C);
-    return;
-  }
+// One oneDNN product on this thread's stream, of inputs in bf16 (B in its WeightCopy's blocked
+// layout where `copied`, else b) into C.
+void matmul_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, Bf16Input<uint16_t> a,
+                 const float* B, bool copied, Bf16Input<uint16_t> b, float beta, float* C,
+                 i64 ldc) {
   Dnnl& d = dnnl_state();
-  const bool copied = cpu::WeightCopies::covers(B, (sb.rows - 1) * ldb + sb.cols, Dtype::bf16);
-  Bf16Input<uint16_t> b{nullptr, ldb};
-  if (!copied) b = bf16_input_b<uint16_t>(B, sb, ldb, A, sa, lda, a);
   thread_local std::unordered_map<Shape, Prepared, ShapeHash> prepared;
   const Shape shape{ta, tb, copied, M, N, K, a.ld, b.ld, ldc, alpha, beta};
   auto it = prepared.find(shape);
@@ -199,7 +193,7 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   // oneDNN's memory objects take non-const handles; the inputs are only read.
   dnnl::memory wei = p.wei;
   if (copied) {
-    wei = cpu::WeightCopies::blocked(B, tb, K, N, ldb, p.wei.get_desc(), d.engine, d.stream);
+    wei = cpu::WeightCopies::blocked(B, tb, K, N, b.ld, p.wei.get_desc(), d.engine, d.stream);
     MARIN_CHECK(wei, "the bf16 copy of a weight vanished during its product");
   } else {
     wei.set_data_handle(const_cast<uint16_t*>(b.p));
@@ -212,6 +206,42 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
                             {DNNL_ARG_DST, p.dst},
                             {DNNL_ARG_SCRATCHPAD, p.pad}});
   d.stream.wait();
+}
+
+// How many slices a product of converted inputs runs as, one per thread. oneDNN 2.6 runs a
+// product whose output is small beside its depth — a weight gradient Xᵀ·dY over a micro-batch's
+// 1,024 rows, 256 × 128 — on one thread at any count, and most of its time goes to repacking the
+// transposed X (BM_Gemm on the Zen 5: 206 µs in oneDNN at one thread; at two, each of two column
+// halves still took 159), so such a product is split here into slices of C's rows (each repacks
+// only its own columns of X), at least 16 a slice (oneDNN's blocking). Each slice is one
+// single-threaded product (kernels::parallel_tasks).
+int row_slices(i64 M, i64 N, i64 K) {
+  if (K < 2 * std::max(M, N)) return 1;
+  return int(std::clamp<i64>(M / 16, 1, compute_threads()));
+}
+
+// Throws dnnl::error where oneDNN has no bf16 matmul for this CPU.
+void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
+                    const float* B, i64 ldb, float beta, float* C, i64 ldc) {
+  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
+  const auto a = bf16_input<uint16_t>(A, sa, lda, 0);
+  if (M == 1 && !tb) {  // one row (a decoded token): our gemv, free of oneDNN's cost a call
+    const auto b = bf16_input_b<uint16_t>(B, sb, ldb, A, sa, lda, a);
+    gemv_bf16(N, K, alpha, a.p, b.p, b.ld, beta, C);
+    return;
+  }
+  const bool copied = cpu::WeightCopies::covers(B, (sb.rows - 1) * ldb + sb.cols, Dtype::bf16);
+  if (copied) return matmul_bf16(ta, tb, M, N, K, alpha, a, B, true, {nullptr, ldb}, beta, C, ldc);
+  const auto b = bf16_input_b<uint16_t>(B, sb, ldb, A, sa, lda, a);
+  const int slices = row_slices(M, N, K);
+  if (slices == 1) return matmul_bf16(ta, tb, M, N, K, alpha, a, B, false, b, beta, C, ldc);
+  const i64 height = (M + slices - 1) / slices;
+  parallel_tasks(slices, [&](i64 t, int) {
+    const i64 m0 = t * height, m = std::min(height, M - m0);
+    if (m <= 0) return;
+    const Bf16Input<uint16_t> part{ta ? a.p + m0 : a.p + m0 * a.ld, a.ld};
+    matmul_bf16(ta, tb, m, N, K, alpha, part, B, false, b, beta, C + m0 * ldc, ldc);
+  });
 }
 
 // The start-up check: a small product with both transposes, alpha and beta, against the
