@@ -100,10 +100,14 @@ Optimizer::Optimizer(const ParamTable& table, const OptimConfig& cfg,
   work_.resize(size_t(workspace_size()));
 }
 
-// A MuonH tensor that is one matrix of this process (not a routed-expert stack, whose radius may
-// be summed over the expert-parallel group): updated as a task beside the others (step()).
+// A MuonH tensor that is one small matrix of this process (not a routed-expert stack, whose radius
+// may be summed over the expert-parallel group): updated as a task beside the others (step()).
+// A larger one keeps every thread for its own products, which scale inside a GEMM, and needs no
+// workspace a thread: a task's is about four times its matrix (≤ 4 MB here).
+constexpr int64_t kTaskMatrixMax = 512 * 512;
 bool Optimizer::updated_as_task(const ParamInfo& p) const {
-  return cfg_.kind == "muonh" && p.group == OptGroup::MuonH && p.num_mats == 1 && !p.routed_expert;
+  return cfg_.kind == "muonh" && p.group == OptGroup::MuonH && p.num_mats == 1 &&
+         !p.routed_expert && p.size <= kTaskMatrixMax;
 }
 
 // The largest workspace of this rank's updates: of a stack's Newton–Schulz (one workspace per
@@ -182,7 +186,7 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
       continue;
     }
     switch (p.group) {
-      case OptGroup::MuonH: {  // a stack of matrices (routed experts)
+      case OptGroup::MuonH: {  // a routed-expert stack or a large matrix
         const RadiusScope scope = p.routed_expert ? cfg_.expert_radius : RadiusScope::kLayer;
         const optim::StackSum* split = p.routed_expert ? stack_sum_.get() : nullptr;
         muonh_update(P, G, M, p.num_mats, p.rows(), p.cols(), lr.muonh, scope, work_.data(),
@@ -209,10 +213,10 @@ void Optimizer::step(float* params, const float* grads, int64_t step) {
   gather_seconds_ = timer.seconds();
 }
 
-// The single-matrix MuonH tensors (attention, latent, shared experts, GatedNorm), one per thread
-// at a time: their Newton–Schulz products are too small to scale inside one GEMM (on the Zen 5 a
-// 256×256 one ran 1.3× faster on two threads, a 256×32 one 5× slower). A task runs its kernels on
-// one thread (kernels::parallel_tasks); the costliest start first, so the threads end together.
+// The small single-matrix MuonH tensors (attention, latent, shared experts, GatedNorm), one per
+// thread at a time: their Newton–Schulz products are too small to scale inside one GEMM (on the Zen
+// 5 a 256×256 one ran 1.3× faster on two threads, a 256×32 one 5× slower). A task runs its kernels
+// on one thread (kernels::parallel_tasks); the costliest start first, so the threads end together.
 void Optimizer::update_matrices(std::vector<const ParamInfo*> matrices, float* params,
                                 const float* grads, double lr) {
   std::stable_sort(matrices.begin(), matrices.end(), [&](const ParamInfo* a, const ParamInfo* b) {

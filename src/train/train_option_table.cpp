@@ -69,7 +69,9 @@ std::vector<TrainOption> optimization_options() {
        o.optim.expert_radius = optim::parse_radius_scope(v.get<std::string>());
      }},
     {.flag = "--ns-dtype", .key = "/optimizer/ns_dtype", .kind = O::Choice,
-     .choices = {"fp32", "compute"}, .optional = true, .on_resume = kYes,
+     .choices = {"fp32", "compute"}, .optional = true,
+     .absent = "fp32",  // the default until 2026-12-07: an older run resumes as it ran
+     .on_resume = kYes,
      .help = "Newton-Schulz products in the compute dtype of --dtype (default; bf16 as the 535B "
              "run) or in fp32",
      MEMBER(optim.ns_dtype)},

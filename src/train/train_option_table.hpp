@@ -32,8 +32,10 @@ struct TrainOption {
   std::vector<std::string> choices = {};  // Choice
   // Bool: the flag sets the value to !negate (--no-qb clears qb).
   bool negate = false;
-  // Absent from a run.json written before the option existed: the default is taken.
+  // Absent from a run.json written before the option existed: the default is taken, or
+  // `absent` where the default has changed since (what such a run computed with).
   bool optional = false;
+  nlohmann::json absent = nullptr;
   OnResume on_resume = OnResume::No;
   const char* help = "";
   std::function<nlohmann::json(const TrainOptions&)> get = {};

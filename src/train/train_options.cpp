@@ -48,8 +48,10 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
     if (!s.key) continue;
     const nlohmann::json::json_pointer at(s.key);
     if (!j.contains(at)) {
-      if (s.optional) continue;  // a run.json from before the option: its default
-      fail("{}.{} is missing", where, s.dotted_key());
+      if (!s.optional) fail("{}.{} is missing", where, s.dotted_key());
+      // A run.json from before the option: its default, or what such a run computed with.
+      if (!s.absent.is_null()) s.set(o, s.absent);
+      continue;
     }
     s.check(j[at], where);
     s.set(o, j[at]);

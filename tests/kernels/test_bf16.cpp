@@ -252,6 +252,38 @@ TEST(Bf16Gemm, AWeightGradientSlicedOverTheThreadsIsTheProduct) {
   mk::set_compute_threads(before, chosen);
 }
 
+// gemm.cpp keeps one oneDNN primitive per shape and thread (each thread its own table), whatever
+// the thread count it was made at, and a kernels::parallel_tasks task (an OpenMP region, where
+// oneDNN runs one thread) may reuse one made at two threads outside it (the optimizer's tasks
+// beside the model's products). oneDNN 2.6 then still writes all of C, with the one-thread bits:
+// what this cache relies on.
+TEST(Bf16Gemm, AProductMadeAtTwoThreadsIsWholeInsideATask) {
+  std::string why;
+  if (!mk::bf16_gemm_supported(&why))
+    GTEST_SKIP() << "the real bf16 GEMM needs avx512_bf16 (oneDNN): " << why;
+  const int before = mk::compute_threads();
+  const bool chosen = mk::compute_threads_chosen();
+  const int64_t M = 264, N = 240, K = 136;  // a shape no other test makes first
+  const auto A = randn(M * K, 14), B = randn(K * N, 15);
+  auto product = [&](mk::Dtype d) {
+    const mk::DtypeScope dtype(d);
+    std::vector<float> C(size_t(M * N), 7.0f);
+    mk::gemm<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+    return C;
+  };
+  mk::set_compute_threads(2, true);
+  const auto two = product(mk::Dtype::bf16);  // made here, at two threads, on this thread
+  std::vector<std::vector<float>> in_task(2);
+  mk::parallel_tasks(2, [&](int64_t t, int) { in_task[size_t(t)] = product(mk::Dtype::bf16); });
+  mk::set_compute_threads(before, chosen);
+  const auto emu = product(mk::Dtype::bf16_emulated);
+  const std::vector<const std::vector<float>*> results = {&two, &in_task[0], &in_task[1]};
+  for (const std::vector<float>* c : results)
+    for (size_t i = 0; i < emu.size(); ++i)
+      ASSERT_NEAR((*c)[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(K)) << i;
+  EXPECT_EQ(in_task[0], in_task[1]);
+}
+
 // A product whose two inputs are one matrix (Newton–Schulz's X·Xᵀ and A·A in the compute
 // dtype) converts it once for both: the bits of the same product with B a separate copy of A.
 TEST(Bf16Gemm, OneMatrixAsBothInputsComputesTheBitsOfTwoCopies) {

@@ -207,30 +207,38 @@ TEST(Optimizer, EveryThreadCountWritesTheOneThreadBits) {
   std::vector<float> P0(size_t(t.total()));
   t.initialize(P0.data(), 3);
   const auto G = cast<float>(randn(t.total(), 17));
-  std::vector<std::vector<float>> out;
-  for (int threads : {1, 2, 3}) {
-    mk::set_compute_threads(threads, true);
-    marin::Optimizer opt(t, oc);
-    auto P = P0;
-    for (int64_t step : {10, 11}) opt.step(P.data(), G.data(), step);
-    EXPECT_EQ(mk::compute_threads(), threads) << "the tasks' one thread leaked out";
-    out.push_back(P);
-  }
-  EXPECT_EQ(out[0], out[1]) << "at 1 and 2 threads";
-  EXPECT_EQ(out[0], out[2]) << "at 1 and 3 threads";
-  mk::set_compute_threads(1, true);
-  const marin::Optimizer opt(t, oc);
-  for (const char* name : {"layers.0.attn.wq", "layers.1.moe.latent_down"}) {
-    const marin::ParamInfo& p = t.at(name);
-    auto P = P0;
-    std::vector<float> M(size_t(p.size), 0.0f),
-        ws(size_t(muonh_workspace_size(1, p.rows(), p.cols())));
-    for (int64_t step : {10, 11})
-      muonh_update(P.data() + p.offset, G.data() + p.offset, M.data(), 1, p.rows(), p.cols(),
-                   opt.rates(step).muonh, RadiusScope::kLayer, ws.data());
-    EXPECT_TRUE(
-        std::equal(P.begin() + p.offset, P.begin() + p.offset + p.size, out[0].begin() + p.offset))
-        << name;
+  // fp32, and bf16 where the CPU has it: Newton–Schulz's products then run on oneDNN's matmul,
+  // whose primitives made at one thread count must not serve another (kernels/cpu/gemm.cpp).
+  std::vector<mk::Dtype> dtypes = {mk::Dtype::fp32};
+  if (mk::bf16_gemm_supported()) dtypes.push_back(mk::Dtype::bf16);
+  for (mk::Dtype d : dtypes) {
+    SCOPED_TRACE(mk::dtype_name(d));
+    const mk::DtypeScope dtype(d);
+    std::vector<std::vector<float>> out;
+    for (int threads : {1, 2, 3, 2, 1}) {
+      mk::set_compute_threads(threads, true);
+      marin::Optimizer opt(t, oc);
+      auto P = P0;
+      for (int64_t step : {10, 11}) opt.step(P.data(), G.data(), step);
+      EXPECT_EQ(mk::compute_threads(), threads) << "the tasks' one thread leaked out";
+      out.push_back(P);
+    }
+    for (size_t i = 1; i < out.size(); ++i) EXPECT_EQ(out[0], out[i]) << "run " << i;
+    mk::set_compute_threads(1, true);
+    const marin::Optimizer opt(t, oc);
+    for (const char* name : {"layers.0.attn.wq", "layers.1.moe.latent_down"}) {
+      const marin::ParamInfo& p = t.at(name);
+      auto P = P0;
+      std::vector<float> M(size_t(p.size), 0.0f),
+          ws(size_t(muonh_workspace_size(1, p.rows(), p.cols())));
+      for (int64_t step : {10, 11})
+        muonh_update(P.data() + p.offset, G.data() + p.offset, M.data(), 1, p.rows(), p.cols(),
+                     opt.rates(step).muonh, RadiusScope::kLayer, ws.data(), kMuonBeta, nullptr,
+                     oc.ns_products());
+      EXPECT_TRUE(std::equal(P.begin() + p.offset, P.begin() + p.offset + p.size,
+                             out[0].begin() + p.offset))
+          << name;
+    }
   }
   mk::set_compute_threads(before, chosen);
 }

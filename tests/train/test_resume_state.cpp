@@ -13,6 +13,7 @@
 #include "data/batch_source.hpp"
 #include "train/run_checkpoint.hpp"
 #include "train/run_state_check.hpp"
+#include "train/train_options.hpp"
 
 using marin::testing::error_of;
 using marin::testing::final_weights;
@@ -196,4 +197,22 @@ TEST(RowsSourceState, OutOfRangePositionsAreRefused) {
               std::string::npos)
         << bad.dump();
   EXPECT_EQ(error_of([&] { src->restore({{"kind", "rows"}, {"next_row", 7}}); }), "");
+}
+
+// An option absent from an older run.json takes what that run computed with where the default
+// has changed since (--ns-dtype: fp32 until 2026-12-07, now the compute dtype), else today's
+// default: a resumed run keeps its numerics.
+TEST(TrainOptions, AnOptionAnOlderRunLacksTakesWhatThatRunComputedWith) {
+  const marin::TrainOptions today;
+  json j = today.to_json();
+  EXPECT_EQ(j["optimizer"]["ns_dtype"], "compute");
+  EXPECT_EQ(marin::TrainOptions::from_json(j).optim.ns_dtype, "compute");
+  j["optimizer"].erase("ns_dtype");
+  j.erase("strict_data");
+  const auto older = marin::TrainOptions::from_json(j);
+  EXPECT_EQ(older.optim.ns_dtype, "fp32");
+  EXPECT_EQ(older.strict_data, today.strict_data);
+  j.erase("steps");  // not optional: an error naming it
+  EXPECT_NE(error_of([&] { marin::TrainOptions::from_json(j, "run.json"); }).find("run.json.steps"),
+            std::string::npos);
 }
