@@ -211,10 +211,10 @@ void matmul_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, Bf16Input<u
 // How many slices a product of converted inputs runs as, one per thread. oneDNN 2.6 runs a
 // product whose output is small beside its depth — a weight gradient Xᵀ·dY over a micro-batch's
 // 1,024 rows, 256 × 128 — on one thread at any count, and most of its time goes to repacking the
-// transposed X (BM_Gemm on the Zen 5: 206 µs in oneDNN at one thread; at two, each of two column
-// halves still took 159), so such a product is split here into slices of C's rows (each repacks
-// only its own columns of X), at least 16 a slice (oneDNN's blocking). Each slice is one
-// single-threaded product (kernels::parallel_tasks).
+// transposed X (BM_Gemm on the Zen 5: 185–206 µs in oneDNN at one thread; at two, each of two
+// column halves still took 159, each of two row halves 112), so such a product is split here into
+// slices of C's rows (each repacks only its own columns of X), at least 16 a slice (oneDNN's
+// blocking). Each slice is one single-threaded product (kernels::parallel_tasks).
 int row_slices(i64 M, i64 N, i64 K) {
   if (K < 2 * std::max(M, N)) return 1;
   return int(std::clamp<i64>(M / 16, 1, compute_threads()));
