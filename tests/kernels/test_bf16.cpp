@@ -265,18 +265,26 @@ TEST(Bf16Gemm, AProductMadeAtTwoThreadsIsWholeInsideATask) {
   const bool chosen = mk::compute_threads_chosen();
   const int64_t M = 264, N = 240, K = 136;  // a shape no other test makes first
   const auto A = randn(M * K, 14), B = randn(K * N, 15);
-  auto product = [&](mk::Dtype d) {
-    const mk::DtypeScope dtype(d);
+  // In the compute dtype set outside: the tasks run at once, and one's scope ending (back to fp32)
+  // inside another's product would run that product in fp32.
+  auto product = [&] {
     std::vector<float> C(size_t(M * N), 7.0f);
     mk::gemm<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
     return C;
   };
-  mk::set_compute_threads(2, true);
-  const auto two = product(mk::Dtype::bf16);  // made here, at two threads, on this thread
+  std::vector<float> two, emu;
   std::vector<std::vector<float>> in_task(2);
-  mk::parallel_tasks(2, [&](int64_t t, int) { in_task[size_t(t)] = product(mk::Dtype::bf16); });
-  mk::set_compute_threads(before, chosen);
-  const auto emu = product(mk::Dtype::bf16_emulated);
+  {
+    const mk::DtypeScope dtype(mk::Dtype::bf16);
+    mk::set_compute_threads(2, true);
+    two = product();  // made here, at two threads, on this thread
+    mk::parallel_tasks(2, [&](int64_t t, int) { in_task[size_t(t)] = product(); });
+    mk::set_compute_threads(before, chosen);
+  }
+  {
+    const mk::DtypeScope dtype(mk::Dtype::bf16_emulated);
+    emu = product();
+  }
   const std::vector<const std::vector<float>*> results = {&two, &in_task[0], &in_task[1]};
   for (const std::vector<float>* c : results)
     for (size_t i = 0; i < emu.size(); ++i)
