@@ -86,6 +86,14 @@ template <class T>
 void gemm(bool ta, bool tb, i64 M, i64 N, i64 K, T alpha, const T* A, i64 lda, const T* B, i64 ldb,
           T beta, T* C, i64 ldc, Precision p = Precision::compute);
 
+// A bf16 (or emulated) product converts each input not held by a weight copy into the calling
+// thread's scratch, which is kept for the next product. An input larger than this — the LM
+// head's logit gradient, 1,024 × 8,192 in cpu-small: 16 MiB, as A of dX and again as B of dW —
+// is converted and multiplied a slice of C at a time, so that scratch stays this small.
+inline constexpr int64_t kConversionLimitBytes = int64_t(4) << 20;
+// The bytes of converted inputs the calling thread holds (tests; oneDNN's scratchpad aside).
+size_t conversion_scratch_bytes();
+
 // C[n,n] = alpha · op(A) op(A)ᵀ + beta · C with op(A) = A[n,k] (trans false) or Aᵀ of A[k,n]
 // (trans true): a symmetric product at half a GEMM's work (one triangle computed, then
 // mirrored, so all of C is written; with beta ≠ 0, C must be symmetric). Always in T's own

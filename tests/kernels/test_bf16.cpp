@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "cli_util.hpp"
@@ -250,6 +251,44 @@ TEST(Bf16Gemm, AWeightGradientSlicedOverTheThreadsIsTheProduct) {
     }
   }
   mk::set_compute_threads(before, chosen);
+}
+
+// An input converted for a bf16 product larger than kernels::kConversionLimitBytes (the LM head's
+// logit gradient) is converted and multiplied a slice of C at a time: the product is unchanged
+// but for the order of its sums, and the calling thread's conversion scratch stays within the
+// limit. Both inputs large, each transposed and not, real bf16 where the CPU has it and the
+// emulation (4 bytes a value) everywhere.
+TEST(Bf16Gemm, AnInputLargerThanTheConversionLimitIsConvertedASliceAtATime) {
+  const int64_t big = 1100, deep = 2048, small = 24;  // big × deep: 4.5 MB in bf16
+  static_assert(2 * big * deep > mk::kConversionLimitBytes);
+  std::vector<mk::Dtype> dtypes{mk::Dtype::bf16_emulated};
+  if (mk::bf16_gemm_supported()) dtypes.push_back(mk::Dtype::bf16);
+  for (const GemmCase& g : {GemmCase{false, false, big, small, deep, 1.0f, 0.0f},
+                            GemmCase{true, false, big, small, deep, -0.5f, 1.0f},
+                            GemmCase{false, false, small, big, deep, 1.0f, 1.0f},
+                            GemmCase{false, true, small, big, deep, 2.0f, 0.0f}}) {
+    SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
+    const auto A = randn(g.M * g.K, 16), B = randn(g.K * g.N, 17), C0 = randn(g.M * g.N, 18);
+    std::vector<float> Ar = A, Br = B;
+    mk::round_to_bf16(Ar.data(), Ar.data(), int64_t(Ar.size()));
+    mk::round_to_bf16(Br.data(), Br.data(), int64_t(Br.size()));
+    const auto want = run_gemm(mk::Dtype::fp32, g, Ar, Br, C0);
+    for (const mk::Dtype d : dtypes) {
+      SCOPED_TRACE(mk::dtype_name(d));
+      std::vector<float> C;
+      size_t scratch = 0;
+      std::thread([&] {  // a thread of its own: its scratch starts empty
+        C = run_gemm(d, g, A, B, C0);
+        scratch = mk::conversion_scratch_bytes();
+      })
+          .join();
+      EXPECT_GT(scratch, 0u);
+      // The large input's slice and the whole small one (without slices: 4.5 or 9 MB)
+      EXPECT_LE(scratch, size_t(mk::kConversionLimitBytes + 4 * small * deep));
+      for (size_t i = 0; i < C.size(); ++i)
+        ASSERT_NEAR(C[i], want[i], 1e-5 * (1.0 + std::fabs(want[i])) * double(g.K)) << i;
+    }
+  }
 }
 
 // gemm.cpp keeps one oneDNN primitive per shape and thread (each thread its own table), whatever

@@ -53,10 +53,15 @@ void sgemm(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i
 
 // Scratch of the calling thread (converted inputs, oneDNN scratchpads); grows, never shrinks.
 template <class T>
-T* thread_scratch(int which, size_t n) {
+std::vector<T>* thread_scratch_buffers() {
   thread_local std::vector<T> bufs[2];
-  if (bufs[which].size() < n) bufs[which].resize(n);
-  return bufs[which].data();
+  return bufs;
+}
+template <class T>
+T* thread_scratch(int which, size_t n) {
+  std::vector<T>& buf = thread_scratch_buffers<T>()[which];
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
 }
 
 // op(A) is stored as a rows x cols matrix with leading dimension ld: rows = ta ? K : M.
@@ -244,6 +249,45 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   });
 }
 
+// The bytes input x (stored s, leading dimension ld) is converted into for a product in dtype d:
+// none where a weight copy holds it (`blocked`: B, which the product may read from its blocked
+// layout).
+i64 converted_bytes(const float* x, Stored s, i64 ld, Dtype d, bool blocked) {
+  const i64 extent = (s.rows - 1) * ld + s.cols;
+  const bool held = blocked ? cpu::WeightCopies::covers(x, extent, d)
+                            : cpu::WeightCopies::find(x, extent, d) != nullptr;
+  return held ? 0 : s.rows * s.cols * (d == Dtype::bf16 ? 2 : 4);
+}
+
+// product (gemm_dnnl_bf16 or gemm_emulated) over slices of C where an input would be converted
+// into more than kConversionLimitBytes (kernels.hpp): rows where A would, else columns where B
+// would. Every slice has the product's depth K.
+template <class Product>
+void within_conversion_limit(Dtype d, bool ta, bool tb, i64 M, i64 N, i64 K, float alpha,
+                             const float* A, i64 lda, const float* B, i64 ldb, float beta, float* C,
+                             i64 ldc, Product product) {
+  const Stored sa{ta ? K : M, ta ? M : K}, sb{tb ? N : K, tb ? K : N};
+  const auto slices = [](i64 bytes, i64 extent) {
+    return std::min(extent, (bytes + kConversionLimitBytes - 1) / kConversionLimitBytes);
+  };
+  if (const i64 n = slices(converted_bytes(A, sa, lda, d, false), M); n > 1) {
+    const i64 height = (M + n - 1) / n;
+    for (i64 m0 = 0; m0 < M; m0 += height)
+      within_conversion_limit(d, ta, tb, std::min(height, M - m0), N, K, alpha,
+                              ta ? A + m0 : A + m0 * lda, lda, B, ldb, beta, C + m0 * ldc, ldc,
+                              product);
+    return;
+  }
+  if (const i64 n = slices(converted_bytes(B, sb, ldb, d, true), N); n > 1) {
+    const i64 width = (N + n - 1) / n;
+    for (i64 n0 = 0; n0 < N; n0 += width)
+      within_conversion_limit(d, ta, tb, M, std::min(width, N - n0), K, alpha, A, lda,
+                              tb ? B + n0 * ldb : B + n0, ldb, beta, C + n0, ldc, product);
+    return;
+  }
+  product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 // The start-up check: a small product with both transposes, alpha and beta, against the
 // emulation (the same bf16 inputs; only the order of the fp32 sums may differ).
 struct Bf16Check {
@@ -348,6 +392,14 @@ DtypeChoice resolve_dtype(const std::string& requested) {
                       why)};
 }
 
+size_t conversion_scratch_bytes() {
+  size_t b = 0;
+  for (int i = 0; i < 2; ++i)
+    b += thread_scratch_buffers<uint16_t>()[i].capacity() * sizeof(uint16_t) +
+         thread_scratch_buffers<float>()[i].capacity() * sizeof(float);
+  return b;
+}
+
 template <>
 void gemm<float>(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
                  const float* B, i64 ldb, float beta, float* C, i64 ldc, Precision p) {
@@ -359,10 +411,12 @@ void gemm<float>(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float
       sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
     case Dtype::bf16_emulated:
-      gemm_emulated(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      within_conversion_limit(d, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                              gemm_emulated);
       return;
     case Dtype::bf16:
-      gemm_dnnl_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      within_conversion_limit(d, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                              gemm_dnnl_bf16);
       return;
   }
 }
