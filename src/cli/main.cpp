@@ -1,4 +1,5 @@
-// marin: one binary, one subcommand per src/cli/*.cpp file. This file only dispatches.
+// marin: one binary, one subcommand per src/cli/*.cpp file. This file dispatches, after two
+// process-wide settings (OpenMP's spin, glibc's freed memory) the user's environment may override.
 #include <fmt/core.h>
 #include <malloc.h>
 #include <omp.h>
