@@ -67,6 +67,7 @@ T* thread_scratch(int which, size_t n) {
 // op(A) is stored as a rows x cols matrix with leading dimension ld: rows = ta ? K : M.
 struct Stored {
   i64 rows, cols;
+  i64 extent(i64 ld) const { return (rows - 1) * ld + cols; }  // the floats it spans
 };
 
 // An input of a bf16 GEMM as the product reads it (E: uint16_t bf16 values, or bf16-rounded
@@ -80,7 +81,7 @@ struct Bf16Input {
 template <class E>
 Bf16Input<E> bf16_input(const float* x, Stored s, i64 ld, int slot) {
   constexpr Dtype d = std::is_same_v<E, uint16_t> ? Dtype::bf16 : Dtype::bf16_emulated;
-  if (const void* copy = cpu::WeightCopies::find(x, (s.rows - 1) * ld + s.cols, d))
+  if (const void* copy = cpu::WeightCopies::find(x, s.extent(ld), d))
     return {static_cast<const E*>(copy), ld};
   E* y = thread_scratch<E>(slot, size_t(s.rows * s.cols));
   if constexpr (d == Dtype::bf16)
@@ -235,7 +236,7 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
     gemv_bf16(N, K, alpha, a.p, b.p, b.ld, beta, C);
     return;
   }
-  const bool copied = cpu::WeightCopies::covers(B, (sb.rows - 1) * ldb + sb.cols, Dtype::bf16);
+  const bool copied = cpu::WeightCopies::covers(B, sb.extent(ldb), Dtype::bf16);
   if (copied) return matmul_bf16(ta, tb, M, N, K, alpha, a, B, true, {nullptr, ldb}, beta, C, ldc);
   const auto b = bf16_input_b<uint16_t>(B, sb, ldb, A, sa, lda, a);
   const int slices = row_slices(M, N, K);
@@ -249,14 +250,16 @@ void gemm_dnnl_bf16(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const fl
   });
 }
 
-// The bytes input x (stored s, leading dimension ld) is converted into for a product in dtype d:
-// none where a weight copy holds it (`blocked`: B, which the product may read from its blocked
-// layout).
-i64 converted_bytes(const float* x, Stored s, i64 ld, Dtype d, bool blocked) {
-  const i64 extent = (s.rows - 1) * ld + s.cols;
-  const bool held = blocked ? cpu::WeightCopies::covers(x, extent, d)
-                            : cpu::WeightCopies::find(x, extent, d) != nullptr;
-  return held ? 0 : s.rows * s.cols * (d == Dtype::bf16 ? 2 : 4);
+// The bytes input x (stored s, leading dimension ld) is converted into for a product in dtype d
+// where that passes kConversionLimitBytes, else 0: also where a weight copy holds it (`blocked`:
+// B, which the product may read from its blocked layout). The copies are looked up here only
+// for an input that large: a product of smaller ones looks them up once, in the product itself.
+i64 converted_bytes_over_limit(const float* x, Stored s, i64 ld, Dtype d, bool blocked) {
+  const i64 bytes = s.rows * s.cols * (d == Dtype::bf16 ? 2 : 4);
+  if (bytes <= kConversionLimitBytes) return 0;
+  const bool held = blocked ? cpu::WeightCopies::covers(x, s.extent(ld), d)
+                            : cpu::WeightCopies::find(x, s.extent(ld), d) != nullptr;
+  return held ? 0 : bytes;
 }
 
 // product (gemm_dnnl_bf16 or gemm_emulated) over slices of C where an input would be converted
@@ -270,7 +273,7 @@ void within_conversion_limit(Dtype d, bool ta, bool tb, i64 M, i64 N, i64 K, flo
   const auto slices = [](i64 bytes, i64 extent) {
     return std::min(extent, (bytes + kConversionLimitBytes - 1) / kConversionLimitBytes);
   };
-  if (const i64 n = slices(converted_bytes(A, sa, lda, d, false), M); n > 1) {
+  if (const i64 n = slices(converted_bytes_over_limit(A, sa, lda, d, false), M); n > 1) {
     const i64 height = (M + n - 1) / n;
     for (i64 m0 = 0; m0 < M; m0 += height)
       within_conversion_limit(d, ta, tb, std::min(height, M - m0), N, K, alpha,
@@ -278,7 +281,7 @@ void within_conversion_limit(Dtype d, bool ta, bool tb, i64 M, i64 N, i64 K, flo
                               product);
     return;
   }
-  if (const i64 n = slices(converted_bytes(B, sb, ldb, d, true), N); n > 1) {
+  if (const i64 n = slices(converted_bytes_over_limit(B, sb, ldb, d, true), N); n > 1) {
     const i64 width = (N + n - 1) / n;
     for (i64 n0 = 0; n0 < N; n0 += width)
       within_conversion_limit(d, ta, tb, M, std::min(width, N - n0), K, alpha, A, lda,
