@@ -184,15 +184,28 @@ std::vector<float> run_gemm(mk::Dtype d, const GemmCase& g, const std::vector<fl
   return run_gemm(d, g, A, B.data(), C0, p);
 }
 
+// v with every value rounded to bf16 (the inputs the emulated product multiplies).
+std::vector<float> rounded(std::vector<float> v) {
+  mk::round_to_bf16(v.data(), v.data(), int64_t(v.size()));
+  return v;
+}
+
+// got and want multiply the same bf16 inputs (products exact in fp32) and sum in another order:
+// they differ by a few fp32 ulps of Σ|a·b| over the depth K.
+void expect_sums_of_the_same_products(const std::vector<float>& got, const std::vector<float>& want,
+                                      int64_t K) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * (1.0 + std::fabs(want[i])) * double(K)) << i;
+}
+
 }  // namespace
 
 TEST(Bf16Gemm, EmulationIsTheFp32GemmOfTheRoundedInputs) {
   for (const GemmCase& g : kCases) {
     SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
     const auto A = randn(g.M * g.K, 1), B = randn(g.K * g.N, 2), C0 = randn(g.M * g.N, 3);
-    std::vector<float> Ar = A, Br = B;
-    mk::round_to_bf16(Ar.data(), Ar.data(), int64_t(Ar.size()));
-    mk::round_to_bf16(Br.data(), Br.data(), int64_t(Br.size()));
+    const auto Ar = rounded(A), Br = rounded(B);
     const auto emu = run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0);
     const auto want = run_gemm(mk::Dtype::fp32, g, Ar, Br, C0);
     const auto fp32 = run_gemm(mk::Dtype::fp32, g, A, B, C0);
@@ -218,9 +231,7 @@ TEST(Bf16Gemm, HardwareMatchesEmulation) {
     const auto A = randn(g.M * g.K, 4), B = randn(g.K * g.N, 5), C0 = randn(g.M * g.N, 6);
     const auto hw = run_gemm(mk::Dtype::bf16, g, A, B, C0);
     const auto emu = run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0);
-    // Same products (exact in fp32), sums in another order: a few fp32 ulps of Σ|a·b|.
-    for (size_t i = 0; i < hw.size(); ++i)
-      ASSERT_NEAR(hw[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(g.K)) << i;
+    ASSERT_NO_FATAL_FAILURE(expect_sums_of_the_same_products(hw, emu, g.K));
   }
 }
 
@@ -245,10 +256,8 @@ TEST(Bf16Gemm, AWeightGradientSlicedOverTheThreadsIsTheProduct) {
     const auto two = run_gemm(mk::Dtype::bf16, g, A, B, C0);
     EXPECT_EQ(run_gemm(mk::Dtype::bf16, g, A, B, C0), two);
     const auto emu = run_gemm(mk::Dtype::bf16_emulated, g, A, B, C0);
-    for (size_t i = 0; i < two.size(); ++i) {
-      ASSERT_NEAR(one[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(g.K)) << i;
-      ASSERT_NEAR(two[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(g.K)) << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_sums_of_the_same_products(one, emu, g.K));
+    ASSERT_NO_FATAL_FAILURE(expect_sums_of_the_same_products(two, emu, g.K));
   }
   mk::set_compute_threads(before, chosen);
 }
@@ -269,9 +278,7 @@ TEST(Bf16Gemm, AnInputLargerThanTheConversionLimitIsConvertedASliceAtATime) {
                             GemmCase{false, true, small, big, deep, 2.0f, 0.0f}}) {
     SCOPED_TRACE(::testing::Message() << g.ta << g.tb << " " << g.M << "x" << g.N << "x" << g.K);
     const auto A = randn(g.M * g.K, 16), B = randn(g.K * g.N, 17), C0 = randn(g.M * g.N, 18);
-    std::vector<float> Ar = A, Br = B;
-    mk::round_to_bf16(Ar.data(), Ar.data(), int64_t(Ar.size()));
-    mk::round_to_bf16(Br.data(), Br.data(), int64_t(Br.size()));
+    const auto Ar = rounded(A), Br = rounded(B);
     const auto want = run_gemm(mk::Dtype::fp32, g, Ar, Br, C0);
     for (const mk::Dtype d : dtypes) {
       SCOPED_TRACE(mk::dtype_name(d));
@@ -285,8 +292,7 @@ TEST(Bf16Gemm, AnInputLargerThanTheConversionLimitIsConvertedASliceAtATime) {
       EXPECT_GT(scratch, 0u);
       // The large input's slice and the whole small one (without slices: 4.5 or 9 MB)
       EXPECT_LE(scratch, size_t(mk::kConversionLimitBytes + 4 * small * deep));
-      for (size_t i = 0; i < C.size(); ++i)
-        ASSERT_NEAR(C[i], want[i], 1e-5 * (1.0 + std::fabs(want[i])) * double(g.K)) << i;
+      ASSERT_NO_FATAL_FAILURE(expect_sums_of_the_same_products(C, want, g.K));
     }
   }
 }
@@ -326,8 +332,7 @@ TEST(Bf16Gemm, AProductMadeAtTwoThreadsIsWholeInsideATask) {
   }
   const std::vector<const std::vector<float>*> results = {&two, &in_task[0], &in_task[1]};
   for (const std::vector<float>* c : results)
-    for (size_t i = 0; i < emu.size(); ++i)
-      ASSERT_NEAR((*c)[i], emu[i], 1e-5 * (1.0 + std::fabs(emu[i])) * double(K)) << i;
+    ASSERT_NO_FATAL_FAILURE(expect_sums_of_the_same_products(*c, emu, K));
   EXPECT_EQ(in_task[0], in_task[1]);
 }
 
